@@ -1,0 +1,219 @@
+//! One multiplexed connection: many requests in flight, answers matched by
+//! request id in whatever order they arrive.
+
+use crate::error::ClientError;
+use bytes::{Bytes, BytesMut};
+use rush_protocol::frame::{self, Frame, Header};
+use rush_protocol::limits::MAX_FRAME_CEILING;
+use rush_protocol::{Command, RushError};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+type Pending = Mutex<HashMap<u64, oneshot::Sender<Result<Frame, ClientError>>>>;
+
+struct Inner {
+    tx: mpsc::UnboundedSender<Bytes>,
+    pending: Pending,
+    next_id: AtomicU64,
+    closed: AtomicBool,
+    /// Why the connection closed, for calls that find it closed.
+    close_reason: Mutex<Option<ClientError>>,
+}
+
+/// A cheap-to-clone handle to one TCP connection.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+}
+
+impl Connection {
+    pub async fn connect(addr: &str, timeout: Duration) -> Result<Connection, ClientError> {
+        let err = |message: String| ClientError::Connect {
+            addr: addr.to_string(),
+            message,
+        };
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| err(format!("timed out after {timeout:?}")))?
+            .map_err(|e| err(e.to_string()))?;
+        let _ = stream.set_nodelay(true);
+        let (rd, wr) = stream.into_split();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let inner = Arc::new(Inner {
+            tx,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            close_reason: Mutex::new(None),
+        });
+        tokio::spawn(write_loop(wr, rx, inner.clone()));
+        tokio::spawn(read_loop(rd, inner.clone()));
+        Ok(Connection { inner })
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::SeqCst)
+    }
+
+    /// Send one request and wait for its answer.
+    pub async fn call<C: Command>(
+        &self,
+        cmd: &C,
+        timeout: Duration,
+    ) -> Result<C::Reply, ClientError> {
+        let mut buf = BytesMut::new();
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        frame::encode(&mut buf, Header::request(C::OPCODE.as_u8(), id), |b| {
+            cmd.encode(b)
+        });
+        let frame = self.round_trip(id, buf.freeze(), timeout).await?;
+        match frame::decode_response::<C::Reply>(frame.body) {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) => Err(ClientError::Server(e)),
+            Err(e) => Err(ClientError::Protocol(format!(
+                "{} answer: {e}",
+                C::OPCODE.name()
+            ))),
+        }
+    }
+
+    async fn round_trip(
+        &self,
+        id: u64,
+        bytes: Bytes,
+        timeout: Duration,
+    ) -> Result<Frame, ClientError> {
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .pending
+            .lock()
+            .expect("not poisoned")
+            .insert(id, tx);
+        if self.is_closed() || self.inner.tx.send(bytes).is_err() {
+            self.inner.pending.lock().expect("not poisoned").remove(&id);
+            return Err(self.close_error());
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(self.close_error()),
+            Err(_) => {
+                self.inner.pending.lock().expect("not poisoned").remove(&id);
+                Err(ClientError::Timeout(timeout))
+            }
+        }
+    }
+
+    fn close_error(&self) -> ClientError {
+        self.inner
+            .close_reason
+            .lock()
+            .expect("not poisoned")
+            .clone()
+            .unwrap_or_else(|| ClientError::ConnectionLost("connection closed".into()))
+    }
+}
+
+fn close(inner: &Inner, reason: ClientError) {
+    {
+        let mut r = inner.close_reason.lock().expect("not poisoned");
+        if r.is_none() {
+            *r = Some(reason.clone());
+        }
+    }
+    inner.closed.store(true, Ordering::SeqCst);
+    let pending: Vec<_> = inner
+        .pending
+        .lock()
+        .expect("not poisoned")
+        .drain()
+        .collect();
+    let reason = inner
+        .close_reason
+        .lock()
+        .expect("not poisoned")
+        .clone()
+        .unwrap_or(reason);
+    for (_, tx) in pending {
+        let _ = tx.send(Err(reason.clone()));
+    }
+}
+
+async fn write_loop(
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Bytes>,
+    inner: Arc<Inner>,
+) {
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    while let Some(first) = rx.recv().await {
+        buf.extend_from_slice(&first);
+        while buf.len() < 256 * 1024 {
+            match rx.try_recv() {
+                Ok(b) => buf.extend_from_slice(&b),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = wr.write_all(&buf).await {
+            close(&inner, ClientError::ConnectionLost(format!("write: {e}")));
+            return;
+        }
+        buf.clear();
+    }
+}
+
+async fn read_loop(mut rd: tokio::net::tcp::OwnedReadHalf, inner: Arc<Inner>) {
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        loop {
+            match frame::parse(&mut buf, MAX_FRAME_CEILING) {
+                Ok(Some(f)) => deliver(&inner, f),
+                Ok(None) => break,
+                Err(e) => {
+                    close(
+                        &inner,
+                        ClientError::Protocol(format!("bad frame from server: {e}")),
+                    );
+                    return;
+                }
+            }
+        }
+        match rd.read_buf(&mut buf).await {
+            Ok(0) => {
+                close(
+                    &inner,
+                    ClientError::ConnectionLost("closed by server".into()),
+                );
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                close(&inner, ClientError::ConnectionLost(format!("read: {e}")));
+                return;
+            }
+        }
+    }
+}
+
+fn deliver(inner: &Inner, f: Frame) {
+    let id = f.header.request_id;
+    let waiter = inner.pending.lock().expect("not poisoned").remove(&id);
+    match waiter {
+        Some(tx) => {
+            let _ = tx.send(Ok(f));
+        }
+        // Request id 0 is the server speaking about the connection itself
+        // (too many connections, a frame it refused): remember why.
+        None if id == 0 => {
+            if let Ok(Err(e)) = frame::decode_response::<()>(f.body) {
+                let e: RushError = e;
+                *inner.close_reason.lock().expect("not poisoned") = Some(ClientError::Server(e));
+            }
+        }
+        // An answer to a call that timed out: nobody waits for it any more.
+        None => {}
+    }
+}

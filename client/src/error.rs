@@ -1,0 +1,40 @@
+use rush_protocol::{ErrorCode, RushError};
+use std::time::Duration;
+
+/// Everything a client call can fail with.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientError {
+    #[error("connecting to {addr}: {message}")]
+    Connect { addr: String, message: String },
+    /// The connection broke before the answer arrived: the request may or may
+    /// not have been applied. Idempotent requests are retried automatically.
+    #[error("connection lost: {0}")]
+    ConnectionLost(String),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The server sent bytes this client can't decode.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The server answered with an error.
+    #[error("{0}")]
+    Server(#[from] RushError),
+}
+
+impl ClientError {
+    /// The server's error code, if the server answered with an error.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Server(e) => Some(e.code),
+            _ => None,
+        }
+    }
+
+    /// True when the request certainly was not applied and may be resent.
+    pub fn not_applied(&self) -> bool {
+        matches!(self, ClientError::Connect { .. })
+            || matches!(
+                self.code(),
+                Some(ErrorCode::Busy | ErrorCode::Moved | ErrorCode::Ask)
+            )
+    }
+}

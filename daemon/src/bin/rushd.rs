@@ -1,0 +1,89 @@
+//! `rushd`: parse flags, load config, run until SIGTERM/SIGINT.
+
+use anyhow::Context;
+use clap::Parser;
+use rush_daemon::{Clock, Config};
+
+use std::path::PathBuf;
+
+/// Rush daemon: short links, purchase limits, Bloom-guarded lookups and red
+/// envelopes on one sharded, disk-backed node.
+///
+/// Precedence, lowest first: built-in defaults, --config FILE, RUSH_*
+/// environment variables, flags. With no arguments rushd listens on
+/// 127.0.0.1:7379 (protocol) and 127.0.0.1:7380 (HTTP /metrics, /health,
+/// /ready) and keeps its data in ./rush-data.
+#[derive(Parser, Debug)]
+#[command(name = "rushd", version)]
+struct Args {
+    /// TOML config file (see deploy/rushd.toml).
+    #[arg(long, env = "RUSH_CONFIG")]
+    config: Option<PathBuf>,
+    /// Protocol listen address.
+    #[arg(long, env = "RUSH_LISTEN")]
+    listen: Option<String>,
+    /// HTTP address for /metrics, /health, /ready ("" turns it off).
+    #[arg(long, env = "RUSH_HTTP")]
+    http: Option<String>,
+    /// Data directory.
+    #[arg(long, env = "RUSH_DATA")]
+    data: Option<PathBuf>,
+    /// Shard threads (0 = one per core).
+    #[arg(long, env = "RUSH_SHARDS")]
+    shards: Option<usize>,
+    /// Log filter (tracing's EnvFilter syntax).
+    #[arg(long, env = "RUSH_LOG", default_value = "info")]
+    log: String,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
+        .with_target(false)
+        .init();
+    let mut config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if let Some(v) = args.listen {
+        config.server.listen = v;
+    }
+    if let Some(v) = args.http {
+        config.server.http = v;
+    }
+    if let Some(v) = args.data {
+        config.storage.data_dir = v;
+    }
+    if let Some(v) = args.shards {
+        config.storage.shards = v;
+    }
+    config.validate()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.io_threads())
+        .thread_name("rush-io")
+        .enable_all()
+        .build()
+        .context("starting the I/O runtime")?;
+    runtime.block_on(async {
+        let running = rush_daemon::start(config, Clock::system()).await?;
+        // One stable line on stdout for scripts and tests that start rushd on port 0.
+        let http = running
+            .http_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "off".into());
+        println!("rushd serving {} http {}", running.addr(), http);
+        shutdown_signal().await;
+        tracing::info!("shutting down: draining connections");
+        running.shutdown().await
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("installing SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT"),
+    }
+}

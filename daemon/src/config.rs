@@ -1,0 +1,244 @@
+//! Configuration: one serde struct per section, defaults as named constants
+//! (STYLE 7). Precedence, lowest first: built-in defaults, the TOML file,
+//! `RUSH_*` environment variables, command-line flags. With nothing at all,
+//! `rushd` listens on loopback and keeps its data in `./rush-data`.
+//! `deploy/rushd.toml` is the commented example; a test loads it.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7379";
+pub const DEFAULT_HTTP: &str = "127.0.0.1:7380";
+pub const DEFAULT_DATA_DIR: &str = "rush-data";
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+pub const DEFAULT_MAX_INFLIGHT_REQUESTS: usize = 4096;
+pub const DEFAULT_MAX_INFLIGHT_BYTES: usize = 32 << 20;
+pub const DEFAULT_GLOBAL_INFLIGHT_BYTES: usize = 1 << 30;
+pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 300;
+pub const DEFAULT_FRAME_TIMEOUT_SECS: u64 = 30;
+pub const DEFAULT_WRITE_TIMEOUT_SECS: u64 = 30;
+pub const DEFAULT_DRAIN_TIMEOUT_SECS: u64 = 10;
+pub const DEFAULT_QUEUE_DEPTH: usize = 8192;
+pub const DEFAULT_MAX_BATCH: usize = 512;
+pub const DEFAULT_BLOCK_CACHE_MB: usize = 256;
+pub const DEFAULT_WRITE_BUFFER_MB: usize = 64;
+pub const DEFAULT_TICK_MS: u64 = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("parsing config file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: Box<toml::de::Error>,
+    },
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub node: NodeConfig,
+    pub server: ServerConfig,
+    pub storage: StorageConfig,
+    pub debug: DebugConfig,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Stable node id; generated on first start and kept in the data
+    /// directory when not set.
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Protocol listener.
+    pub listen: String,
+    /// HTTP listener for /metrics, /health, /ready. Empty turns it off.
+    pub http: String,
+    /// Connections beyond this are answered UNAVAILABLE and closed.
+    pub max_connections: usize,
+    /// Largest accepted frame (bytes after the length prefix).
+    pub max_frame_bytes: usize,
+    /// Requests one connection may have in flight; the reader stops reading
+    /// (TCP pushes back) while this many are unanswered.
+    pub max_inflight_requests: usize,
+    /// Request bytes one connection may have in flight.
+    pub max_inflight_bytes: usize,
+    /// Request bytes all connections together may have in flight.
+    pub global_inflight_bytes: usize,
+    /// Tokio I/O threads; 0 = half the cores (at least 1). Shards have their own.
+    pub io_threads: usize,
+    /// A connection with nothing in flight and nothing received for this long is closed.
+    pub idle_timeout_secs: u64,
+    /// A frame that started arriving must be complete within this long.
+    pub frame_timeout_secs: u64,
+    /// A client that doesn't take its answers for this long is disconnected.
+    pub write_timeout_secs: u64,
+    /// On shutdown, how long in-flight requests may take to finish.
+    pub drain_timeout_secs: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: DEFAULT_LISTEN.into(),
+            http: DEFAULT_HTTP.into(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_frame_bytes: rush_protocol::limits::DEFAULT_MAX_FRAME,
+            max_inflight_requests: DEFAULT_MAX_INFLIGHT_REQUESTS,
+            max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
+            global_inflight_bytes: DEFAULT_GLOBAL_INFLIGHT_BYTES,
+            io_threads: 0,
+            idle_timeout_secs: DEFAULT_IDLE_TIMEOUT_SECS,
+            frame_timeout_secs: DEFAULT_FRAME_TIMEOUT_SECS,
+            write_timeout_secs: DEFAULT_WRITE_TIMEOUT_SECS,
+            drain_timeout_secs: DEFAULT_DRAIN_TIMEOUT_SECS,
+        }
+    }
+}
+
+/// How an acknowledged write reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// In the WAL and fsynced (group-committed) before the answer.
+    Sync,
+    /// In the WAL (the OS page cache) before the answer: survives a crash of
+    /// rushd, not of the machine. Never used for money or ID reservations.
+    Relaxed,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    pub data_dir: PathBuf,
+    /// Shard threads; 0 = one per core.
+    pub shards: usize,
+    /// Durability of generic key writes (SET, HSET, BATCH…).
+    pub kv_durability: Durability,
+    /// Requests a shard's queue holds before answering BUSY.
+    pub queue_depth: usize,
+    /// Most requests one group commit takes.
+    pub max_batch: usize,
+    pub block_cache_mb: usize,
+    pub write_buffer_mb: usize,
+    /// How often shards run their timers (expiry sweeps, prefetch, refunds).
+    pub tick_ms: u64,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            shards: 0,
+            kv_durability: Durability::Sync,
+            queue_depth: DEFAULT_QUEUE_DEPTH,
+            max_batch: DEFAULT_MAX_BATCH,
+            block_cache_mb: DEFAULT_BLOCK_CACHE_MB,
+            write_buffer_mb: DEFAULT_WRITE_BUFFER_MB,
+            tick_ms: DEFAULT_TICK_MS,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DebugConfig {
+    /// Accept CLOCK_ADVANCE. For tests of expiry and windows; never in production.
+    pub clock_control: bool,
+}
+
+impl Config {
+    /// Parse a TOML document.
+    pub fn from_toml(text: &str, origin: &Path) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_owned(),
+            source: Box::new(e),
+        })
+    }
+
+    /// Read and parse a TOML file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml(&text, path)
+    }
+
+    /// The shard count to run with: configured, or one per core.
+    pub fn shard_count(&self) -> usize {
+        match self.storage.shards {
+            0 => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            n => n,
+        }
+    }
+
+    pub fn io_threads(&self) -> usize {
+        match self.server.io_threads {
+            0 => std::thread::available_parallelism()
+                .map(|n| (n.get() / 2).max(1))
+                .unwrap_or(1),
+            n => n,
+        }
+    }
+
+    /// Check values that serde can't.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        self.server.listen.parse::<SocketAddr>().map_err(|e| {
+            ConfigError::Invalid(format!("server.listen {:?}: {e}", self.server.listen))
+        })?;
+        if !self.server.http.is_empty() {
+            self.server.http.parse::<SocketAddr>().map_err(|e| {
+                ConfigError::Invalid(format!("server.http {:?}: {e}", self.server.http))
+            })?;
+        }
+        let max = rush_protocol::limits::MAX_FRAME_CEILING;
+        if self.server.max_frame_bytes < 1024 || self.server.max_frame_bytes > max {
+            return bad(format!(
+                "server.max_frame_bytes must be within 1024..={max}"
+            ));
+        }
+        if self.server.max_inflight_bytes < self.server.max_frame_bytes {
+            return bad("server.max_inflight_bytes must be at least server.max_frame_bytes".into());
+        }
+        if self.server.global_inflight_bytes < self.server.max_inflight_bytes {
+            return bad(
+                "server.global_inflight_bytes must be at least server.max_inflight_bytes".into(),
+            );
+        }
+        if self.server.max_inflight_requests == 0 || self.server.max_connections == 0 {
+            return bad(
+                "server.max_inflight_requests and server.max_connections must be positive".into(),
+            );
+        }
+        if self.shard_count() > 1024 {
+            return bad("storage.shards must be at most 1024".into());
+        }
+        if self.storage.queue_depth == 0 || self.storage.max_batch == 0 || self.storage.tick_ms == 0
+        {
+            return bad(
+                "storage.queue_depth, storage.max_batch and storage.tick_ms must be positive"
+                    .into(),
+            );
+        }
+        if self.storage.data_dir.as_os_str().is_empty() {
+            return bad("storage.data_dir must not be empty".into());
+        }
+        Ok(())
+    }
+}

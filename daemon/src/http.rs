@@ -1,0 +1,56 @@
+//! HTTP for operators: `/metrics` (Prometheus text), `/health` (the process
+//! is up), `/ready` (serving; turns false first on shutdown so load balancers
+//! and Kubernetes stop sending before connections drain).
+
+use crate::server::NodeShared;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+pub async fn serve(listener: TcpListener, node: Arc<NodeShared>) {
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .with_state(node);
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::error!(error = %e, "HTTP listener failed");
+    }
+}
+
+async fn metrics(State(node): State<Arc<NodeShared>>) -> impl IntoResponse {
+    let m = &node.metrics;
+    for (i, s) in node.shards.iter().enumerate() {
+        m.queue_depth
+            .with_label_values(&[&i.to_string()])
+            .set(s.queue_len() as i64);
+    }
+    let st = &node.storage.stats;
+    m.storage_writes
+        .set(st.writes.load(Ordering::Relaxed) as i64);
+    m.storage_syncs.set(st.syncs.load(Ordering::Relaxed) as i64);
+    m.storage_write_errors
+        .set(st.write_errors.load(Ordering::Relaxed) as i64);
+    m.storage_reads.set(st.reads.load(Ordering::Relaxed) as i64);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        m.render(),
+    )
+}
+
+async fn health() -> &'static str {
+    "ok\n"
+}
+
+async fn ready(State(node): State<Arc<NodeShared>>) -> impl IntoResponse {
+    if node.ready.load(Ordering::SeqCst) {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+    }
+}

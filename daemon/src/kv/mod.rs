@@ -1,0 +1,150 @@
+//! Generic keys: strings, integers-as-strings and small hashes, with TTLs, and
+//! BATCH/CHECK for atomic check-then-write in one slot. Every key lives under
+//! `keys::kv(slot, key)`; a value's kind (string or hash) is in its header.
+
+mod batch;
+mod check;
+mod hashes;
+mod strings;
+
+use crate::shard::txn::Txn;
+use crate::storage::keys;
+use crate::storage::value::{self, kind, Hash, Stored};
+use rush_protocol::{Reply, Request, RushError};
+
+/// Largest encoded hash, so one HSET loop can't build a giant value.
+pub const MAX_HASH_BYTES: usize = 8 << 20;
+
+/// The generic key service of one shard. Stateless apart from its settings:
+/// every read goes through the group's [`Txn`] to RocksDB.
+pub struct Kv {
+    /// Fsync KV writes before answering (`storage.kv_durability = "sync"`).
+    pub durable: bool,
+}
+
+/// What a generic key holds right now.
+pub(crate) enum Entry {
+    Missing,
+    String { expires_at: u64, value: Vec<u8> },
+    Hash { expires_at: u64, fields: Hash },
+}
+
+pub(crate) fn storage_error(e: impl std::fmt::Display) -> RushError {
+    RushError::unavailable(format!("storage: {e}"))
+}
+
+impl Kv {
+    pub fn apply(&self, req: &Request, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+        match req {
+            Request::Batch(b) => self.batch(b, now, txn),
+            op => self.op(op, now, txn, false),
+        }
+    }
+
+    /// One operation, standalone or inside a batch.
+    pub(crate) fn op(
+        &self,
+        req: &Request,
+        now: u64,
+        txn: &mut Txn,
+        in_batch: bool,
+    ) -> Result<Reply, RushError> {
+        match req {
+            Request::Get(r) => self.get(r, now, txn),
+            Request::Set(r) => self.set(r, now, txn),
+            Request::Del(r) => self.del(r, now, txn),
+            Request::Exists(r) => self.exists(r, now, txn),
+            Request::IncrBy(r) => self.incr_by(r, now, txn),
+            Request::Expire(r) => self.expire(r, now, txn),
+            Request::Ttl(r) => self.ttl(r, now, txn),
+            Request::HSet(r) => self.hset(r, now, txn),
+            Request::HGet(r) => self.hget(r, now, txn),
+            Request::HDel(r) => self.hdel(r, now, txn),
+            Request::HIncrBy(r) => self.hincr_by(r, now, txn),
+            Request::HGetAll(r) => self.hgetall(r, now, txn),
+            Request::Check(r) => self.check(r, now, txn, in_batch),
+            other => Err(RushError::bad_request(format!(
+                "{} is not a key operation",
+                other.opcode().name()
+            ))),
+        }
+    }
+
+    pub(crate) fn load(&self, key: &[u8], now: u64, txn: &Txn) -> Result<Entry, RushError> {
+        let skey = keys::kv(rush_protocol::key_slot(key), key);
+        let Some(raw) = txn.get(&skey).map_err(storage_error)? else {
+            return Ok(Entry::Missing);
+        };
+        let stored = Stored::decode(&raw).map_err(|e| RushError::internal(e.to_string()))?;
+        if !stored.is_live(now) {
+            return Ok(Entry::Missing);
+        }
+        match stored.kind {
+            kind::STRING => Ok(Entry::String {
+                expires_at: stored.expires_at,
+                value: stored.payload.to_vec(),
+            }),
+            kind::HASH => Ok(Entry::Hash {
+                expires_at: stored.expires_at,
+                fields: value::decode_hash(stored.payload)
+                    .map_err(|e| RushError::internal(e.to_string()))?,
+            }),
+            k => Err(RushError::internal(format!(
+                "generic key holds value kind {k}"
+            ))),
+        }
+    }
+
+    pub(crate) fn store_string(&self, key: &[u8], expires_at: u64, v: &[u8], txn: &mut Txn) {
+        let skey = keys::kv(rush_protocol::key_slot(key), key);
+        txn.put(skey, value::encode(kind::STRING, expires_at, v));
+        self.mark_durable(txn);
+    }
+
+    /// Store a hash; an empty hash is removed (as in Redis).
+    pub(crate) fn store_hash(
+        &self,
+        key: &[u8],
+        expires_at: u64,
+        h: &Hash,
+        txn: &mut Txn,
+    ) -> Result<(), RushError> {
+        let skey = keys::kv(rush_protocol::key_slot(key), key);
+        if h.is_empty() {
+            txn.delete(skey);
+        } else {
+            let payload = value::encode_hash(h);
+            if payload.len() > MAX_HASH_BYTES {
+                return Err(RushError::new(
+                    rush_protocol::ErrorCode::TooLarge,
+                    format!(
+                        "hash would be {} bytes, over the limit of {MAX_HASH_BYTES}",
+                        payload.len()
+                    ),
+                ));
+            }
+            txn.put(skey, value::encode(kind::HASH, expires_at, &payload));
+        }
+        self.mark_durable(txn);
+        Ok(())
+    }
+
+    pub(crate) fn remove(&self, key: &[u8], txn: &mut Txn) {
+        txn.delete(keys::kv(rush_protocol::key_slot(key), key));
+        self.mark_durable(txn);
+    }
+
+    fn mark_durable(&self, txn: &mut Txn) {
+        if self.durable {
+            txn.require_sync();
+        }
+    }
+}
+
+/// A stored string read as an integer counter.
+pub(crate) fn parse_int(v: &[u8]) -> Result<i64, RushError> {
+    std::str::from_utf8(v)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or_else(|| RushError::wrong_type("value is not an integer"))
+}

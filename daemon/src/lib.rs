@@ -1,0 +1,16 @@
+//! rushd: one sharded, disk-backed daemon for short links, purchase limits,
+//! Bloom-guarded lookups and red envelopes. See DESIGN.md at the top of the
+//! repository for the shape; this crate is the library, `rushd` a thin main.
+
+pub mod clock;
+pub mod config;
+pub mod http;
+pub mod kv;
+pub mod metrics;
+pub mod server;
+pub mod shard;
+pub mod storage;
+
+pub use clock::Clock;
+pub use config::Config;
+pub use server::{run, start, Running};

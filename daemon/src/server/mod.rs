@@ -1,0 +1,270 @@
+//! The node: listeners, connections, shards and their shared context.
+//! [`start`] brings a node up and returns a [`Running`] handle; tests start
+//! nodes in-process on port 0 this way, the `rushd` binary through [`run`].
+
+pub mod conn;
+mod node_cmds;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::shard::{self, ShardContext, ShardHandle};
+use crate::storage::{keys, Storage};
+use anyhow::Context;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinHandle;
+
+/// What every connection task shares.
+pub struct NodeShared {
+    pub config: Arc<Config>,
+    pub storage: Arc<Storage>,
+    pub clock: Clock,
+    pub metrics: Arc<Metrics>,
+    pub shards: Vec<ShardHandle>,
+    pub node_id: String,
+    pub listen_addr: SocketAddr,
+    pub started: Instant,
+    /// False until serving, and again from the start of shutdown, so load
+    /// balancers stop sending before connections are drained.
+    pub ready: AtomicBool,
+    pub connections: AtomicUsize,
+    /// Request bytes in flight over all connections (KiB permits).
+    pub global_bytes: Arc<Semaphore>,
+    /// Required in HELLO when set. Never logged.
+    pub auth_token: Option<String>,
+}
+
+/// A node that is serving.
+pub struct Running {
+    node: Arc<NodeShared>,
+    addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
+    shutdown_tx: watch::Sender<bool>,
+    accept: JoinHandle<()>,
+    http: Option<JoinHandle<()>>,
+    connections: tokio_util::task::TaskTracker,
+    shard_threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// The protocol listener's address (the real port when started on 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.node.clock
+    }
+
+    pub fn storage(&self) -> &Arc<Storage> {
+        &self.node.storage
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.node.metrics
+    }
+
+    /// Graceful shutdown: not ready, stop accepting, let connections finish
+    /// what they have in flight (bounded by `drain_timeout_secs`), stop the
+    /// shards after they answered their queues, flush storage.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        let node = self.node;
+        node.ready.store(false, Ordering::SeqCst);
+        let _ = self.shutdown_tx.send(true);
+        let _ = self.accept.await;
+        self.connections.close();
+        let drain = Duration::from_secs(node.config.server.drain_timeout_secs);
+        if tokio::time::timeout(drain, self.connections.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("connections did not drain within {drain:?}; closing them");
+        }
+        for s in &node.shards {
+            s.stop();
+        }
+        let threads = self.shard_threads;
+        tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await
+        .context("joining shard threads")?;
+        node.storage.flush().context("flushing storage")?;
+        if let Some(http) = self.http {
+            http.abort();
+        }
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+/// Bring a node up: open storage, start shards, bind listeners.
+pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
+    config.validate()?;
+    let config = Arc::new(config);
+    let shards = config.shard_count();
+    let storage = {
+        let (cfg, clock) = (config.storage.clone(), clock.clone());
+        tokio::task::spawn_blocking(move || Storage::open(&cfg, shards, clock))
+            .await
+            .context("storage task")?
+            .with_context(|| {
+                format!(
+                    "opening data directory {}",
+                    config.storage.data_dir.display()
+                )
+            })?
+    };
+    let storage = Arc::new(storage);
+    let node_id = node_id(&config, &storage)?;
+    let metrics = Arc::new(Metrics::new());
+
+    let ctx = ShardContext {
+        config: config.clone(),
+        storage: storage.clone(),
+        clock: clock.clone(),
+        metrics: metrics.clone(),
+    };
+    let mut handles = Vec::with_capacity(shards);
+    let mut threads = Vec::with_capacity(shards);
+    for i in 0..shards {
+        let (h, t) = shard::spawn(i, ctx.clone()).context("starting shard thread")?;
+        handles.push(h);
+        threads.push(t);
+    }
+
+    let listener = TcpListener::bind(&config.server.listen)
+        .await
+        .with_context(|| format!("binding {}", config.server.listen))?;
+    let addr = listener.local_addr()?;
+    let http_listener = if config.server.http.is_empty() {
+        None
+    } else {
+        Some(
+            TcpListener::bind(&config.server.http)
+                .await
+                .with_context(|| format!("binding {}", config.server.http))?,
+        )
+    };
+    let http_addr = http_listener.as_ref().map(|l| l.local_addr()).transpose()?;
+
+    let node = Arc::new(NodeShared {
+        auth_token: None,
+        global_bytes: Arc::new(Semaphore::new(config.server.global_inflight_bytes / 1024)),
+        config,
+        storage,
+        clock,
+        metrics,
+        shards: handles,
+        node_id,
+        listen_addr: addr,
+        started: Instant::now(),
+        ready: AtomicBool::new(false),
+        connections: AtomicUsize::new(0),
+    });
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let connections = tokio_util::task::TaskTracker::new();
+    let accept = tokio::spawn(accept_loop(
+        listener,
+        node.clone(),
+        shutdown_rx.clone(),
+        connections.clone(),
+    ));
+    let http = http_listener.map(|l| tokio::spawn(crate::http::serve(l, node.clone())));
+    node.ready.store(true, Ordering::SeqCst);
+    tracing::info!(%addr, http = %http_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), shards = node.shards.len(), node = %node.node_id, "rushd ready");
+    Ok(Running {
+        node,
+        addr,
+        http_addr,
+        shutdown_tx,
+        accept,
+        http,
+        connections,
+        shard_threads: threads,
+    })
+}
+
+/// Run until `shutdown` resolves, then shut down gracefully.
+pub async fn run(
+    config: Config,
+    clock: Clock,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let running = start(config, clock).await?;
+    shutdown.await;
+    tracing::info!("shutting down: draining connections");
+    running.shutdown().await
+}
+
+fn node_id(config: &Config, storage: &Storage) -> anyhow::Result<String> {
+    if let Some(id) = &config.node.id {
+        return Ok(id.clone());
+    }
+    if let Some(raw) = storage.meta_get(keys::meta::NODE_ID)? {
+        return String::from_utf8(raw).context("stored node id is not UTF-8");
+    }
+    let id = format!("{:016x}", rand::random::<u64>());
+    storage.meta_put(keys::meta::NODE_ID, id.as_bytes())?;
+    Ok(id)
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    node: Arc<NodeShared>,
+    mut shutdown: watch::Receiver<bool>,
+    tracker: tokio_util::task::TaskTracker,
+) {
+    loop {
+        let (stream, _peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, don't spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let open = node.connections.fetch_add(1, Ordering::SeqCst);
+        if open >= node.config.server.max_connections {
+            node.connections.fetch_sub(1, Ordering::SeqCst);
+            node.metrics.connections_rejected.inc();
+            tokio::spawn(refuse(stream, node.config.server.max_connections));
+            continue;
+        }
+        node.metrics.connections_total.inc();
+        node.metrics.connections.inc();
+        let (node, shutdown) = (node.clone(), shutdown.clone());
+        tracker.spawn(async move {
+            conn::serve(stream, node.clone(), shutdown).await;
+            node.connections.fetch_sub(1, Ordering::SeqCst);
+            node.metrics.connections.dec();
+        });
+    }
+}
+
+/// Tell a connection over the limit why it is closed (request id 0).
+async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
+    use tokio::io::AsyncWriteExt;
+    let mut buf = bytes::BytesMut::new();
+    let err = rush_protocol::RushError::unavailable(format!(
+        "too many connections (max_connections = {max}); try another node or later"
+    ));
+    rush_protocol::frame::encode_error(&mut buf, 0, 0, &err);
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&buf)).await;
+    let _ = stream.shutdown().await;
+}

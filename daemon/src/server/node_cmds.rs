@@ -1,0 +1,163 @@
+//! Requests the node answers itself (PING, HELLO, INFO, CLUSTER_SLOTS) and
+//! requests that run on every shard (COMPACT, CLOCK_ADVANCE).
+
+use super::conn::{ConnState, ReplySink};
+use super::NodeShared;
+use rush_protocol::cmd::{ClusterNode, ClusterSlotsReply, HelloReply, InfoReply, Pong, SlotRange};
+use rush_protocol::frame::VERSION;
+use rush_protocol::{ErrorCode, Reply, Request, RushError, SLOTS};
+use std::sync::Arc;
+
+pub fn handle(node: &Arc<NodeShared>, state: &mut ConnState, request: Request, sink: ReplySink) {
+    let result = match request {
+        Request::Ping(p) => Ok(Reply::Ping(Pong { payload: p.payload })),
+        Request::Hello(h) => hello(node, state, h),
+        Request::Info(_) => Ok(Reply::Info(info(node))),
+        Request::ClusterSlots(_) => Ok(Reply::ClusterSlots(cluster_slots(node))),
+        other => Err(RushError::internal(format!(
+            "{} is not a node request",
+            other.opcode().name()
+        ))),
+    };
+    sink.send(result)
+}
+
+/// Compare secrets in time independent of where they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn hello(
+    node: &NodeShared,
+    state: &mut ConnState,
+    h: rush_protocol::cmd::Hello,
+) -> Result<Reply, RushError> {
+    if h.version != VERSION {
+        return Err(RushError::new(
+            ErrorCode::UnsupportedVersion,
+            format!(
+                "protocol version {} is not supported; this server speaks {VERSION}",
+                h.version
+            ),
+        ));
+    }
+    if let Some(expected) = &node.auth_token {
+        match &h.token {
+            Some(t) if same_secret(t.as_bytes(), expected.as_bytes()) => {
+                state.authenticated = true;
+                state.admin = true;
+            }
+            _ => {
+                node.metrics.auth_failures.inc();
+                tracing::warn!(client = %h.client, "HELLO with a wrong or missing token");
+                return Err(RushError::new(
+                    ErrorCode::Unauthorized,
+                    "wrong or missing token",
+                ));
+            }
+        }
+    }
+    Ok(Reply::Hello(HelloReply {
+        protocol: VERSION,
+        server: env!("CARGO_PKG_VERSION").to_string(),
+        node_id: node.node_id.clone(),
+        shards: node.shards.len() as u16,
+        admin: state.admin,
+    }))
+}
+
+fn info(node: &NodeShared) -> InfoReply {
+    let s = &node.storage;
+    let rows = vec![
+        ("version", env!("CARGO_PKG_VERSION").to_string()),
+        ("protocol", VERSION.to_string()),
+        ("node_id", node.node_id.clone()),
+        (
+            "uptime_seconds",
+            node.started.elapsed().as_secs().to_string(),
+        ),
+        ("shards", node.shards.len().to_string()),
+        (
+            "connections",
+            node.connections
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .to_string(),
+        ),
+        ("data_dir", s.dir().display().to_string()),
+        (
+            "keys_estimate",
+            s.property_sum("rocksdb.estimate-num-keys").to_string(),
+        ),
+        (
+            "sst_bytes",
+            s.property_sum("rocksdb.total-sst-files-size").to_string(),
+        ),
+        (
+            "memtable_bytes",
+            s.property_sum("rocksdb.cur-size-all-mem-tables")
+                .to_string(),
+        ),
+        (
+            "queued_requests",
+            node.shards
+                .iter()
+                .map(|h| h.queue_len())
+                .sum::<usize>()
+                .to_string(),
+        ),
+        ("clock_ms", node.clock.now_ms().to_string()),
+    ];
+    InfoReply {
+        rows: rows.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+    }
+}
+
+fn cluster_slots(node: &NodeShared) -> ClusterSlotsReply {
+    ClusterSlotsReply {
+        epoch: 0,
+        nodes: vec![ClusterNode {
+            id: node.node_id.clone(),
+            addr: node.listen_addr.to_string(),
+            ranges: vec![SlotRange {
+                start: 0,
+                end: SLOTS - 1,
+            }],
+        }],
+    }
+}
+
+/// Run a request on every shard and combine the answers.
+pub async fn fan_out(node: Arc<NodeShared>, request: Request, sink: ReplySink) {
+    let result = match request {
+        Request::ClockAdvance(c) => clock_advance(&node, c.ms).await,
+        Request::Compact(_) => {
+            let storage = node.storage.clone();
+            let shards = node.shards.len();
+            tokio::task::spawn_blocking(move || (0..shards).for_each(|i| storage.compact(i)))
+                .await
+                .map(|_| Reply::Compact(()))
+                .map_err(|e| RushError::internal(format!("compaction task: {e}")))
+        }
+        other => Err(RushError::internal(format!(
+            "{} does not run on every shard",
+            other.opcode().name()
+        ))),
+    };
+    sink.send(result)
+}
+
+async fn clock_advance(node: &NodeShared, ms: u64) -> Result<Reply, RushError> {
+    if !node.config.debug.clock_control {
+        return Err(RushError::new(
+            ErrorCode::Forbidden,
+            "clock control is off (debug.clock_control = false)",
+        ));
+    }
+    let now = node.clock.advance_ms(ms);
+    tracing::info!(advanced_ms = ms, now_ms = now, "clock advanced");
+    for t in node.shards.iter().map(|h| h.tick()).collect::<Vec<_>>() {
+        // A shard that stopped has nothing left to run.
+        let _ = t.await;
+    }
+    Ok(Reply::ClockAdvance(now))
+}

@@ -1,0 +1,142 @@
+//! Every storage key, in one module (STYLE 4).
+//!
+//! Shard column families: `slot: u16 BE | keyspace: u8 | rest`. The slot comes
+//! first so one slot's data is one contiguous range (migration, audits,
+//! rebalancing); integers are big-endian so byte order is numeric order.
+//! The meta column family holds node-wide records under fixed names.
+
+/// Keyspace bytes. Each service owns its own; values never mix across them.
+pub mod ks {
+    /// Generic keys: strings and hashes (GET/SET/HSET…).
+    pub const KV: u8 = 0x01;
+}
+
+/// Meta column family record names.
+pub mod meta {
+    /// The data directory's layout: format and shard count.
+    pub const LAYOUT: &[u8] = b"layout";
+    /// This node's id.
+    pub const NODE_ID: &[u8] = b"node-id";
+}
+
+/// A key under construction: slot, keyspace, then parts.
+#[derive(Debug, Clone)]
+pub struct KeyBuf(Vec<u8>);
+
+impl KeyBuf {
+    pub fn new(slot: u16, keyspace: u8) -> Self {
+        let mut v = Vec::with_capacity(32);
+        v.extend_from_slice(&slot.to_be_bytes());
+        v.push(keyspace);
+        KeyBuf(v)
+    }
+
+    /// A part with a `u16` length in front, so parts can follow it.
+    pub fn part(mut self, bytes: &[u8]) -> Self {
+        debug_assert!(bytes.len() <= u16::MAX as usize);
+        self.0
+            .extend_from_slice(&(bytes.len() as u16).to_be_bytes());
+        self.0.extend_from_slice(bytes);
+        self
+    }
+
+    pub fn u8(mut self, v: u8) -> Self {
+        self.0.push(v);
+        self
+    }
+
+    pub fn u64(mut self, v: u64) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    /// The last part, without a length (it runs to the end of the key).
+    pub fn tail(mut self, bytes: &[u8]) -> Self {
+        self.0.extend_from_slice(bytes);
+        self
+    }
+
+    pub fn build(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+/// A generic key's storage key.
+pub fn kv(slot: u16, key: &[u8]) -> Vec<u8> {
+    KeyBuf::new(slot, ks::KV).tail(key).build()
+}
+
+/// The slot a storage key belongs to.
+pub fn slot_of(raw: &[u8]) -> Option<u16> {
+    (raw.len() >= 2).then(|| u16::from_be_bytes([raw[0], raw[1]]))
+}
+
+/// `[start, end)` covering every key of `slot`.
+pub fn slot_range(slot: u16) -> (Vec<u8>, Vec<u8>) {
+    let start = slot.to_be_bytes().to_vec();
+    let end = match slot.checked_add(1) {
+        Some(next) => next.to_be_bytes().to_vec(),
+        None => vec![0xff, 0xff, 0xff],
+    };
+    (start, end)
+}
+
+/// `[start, end)` covering one keyspace of one slot.
+pub fn keyspace_range(slot: u16, keyspace: u8) -> (Vec<u8>, Vec<u8>) {
+    let start = KeyBuf::new(slot, keyspace).build();
+    let end = match keyspace.checked_add(1) {
+        Some(next) => KeyBuf::new(slot, next).build(),
+        None => slot_range(slot).1,
+    };
+    (start, end)
+}
+
+/// The shard that owns `slot` when a node runs `shards` shards: contiguous,
+/// equal ranges, so a shard's slots are one key range of its column family.
+pub fn shard_of_slot(slot: u16, shards: usize) -> usize {
+    slot as usize * shards / rush_protocol::SLOTS as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rush_protocol::SLOTS;
+
+    #[test]
+    fn slot_prefix_round_trips_and_orders() {
+        let a = kv(5, b"zzz");
+        let b = kv(6, b"aaa");
+        assert!(a < b, "slot order comes before key order");
+        assert_eq!(slot_of(&a), Some(5));
+        let (start, end) = slot_range(5);
+        assert!(start <= a && a < end && b >= end);
+        let (start, end) = slot_range(SLOTS - 1);
+        assert!(start <= kv(SLOTS - 1, &[0xff; 8]) && kv(SLOTS - 1, &[0xff; 8]) < end);
+    }
+
+    #[test]
+    fn parts_do_not_run_together() {
+        let x = KeyBuf::new(1, 9).part(b"ab").part(b"c").build();
+        let y = KeyBuf::new(1, 9).part(b"a").part(b"bc").build();
+        assert_ne!(x, y);
+    }
+
+    #[test]
+    fn big_endian_integers_sort_numerically() {
+        let k = |n| KeyBuf::new(1, 2).u64(n).build();
+        assert!(k(255) < k(256) && k(256) < k(1 << 40));
+    }
+
+    #[test]
+    fn shards_cover_all_slots_contiguously() {
+        for shards in [1, 2, 3, 7, 16] {
+            let mut last = 0;
+            for slot in 0..SLOTS {
+                let s = shard_of_slot(slot, shards);
+                assert!(s == last || s == last + 1);
+                last = s;
+            }
+            assert_eq!(last, shards - 1);
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! Storage: one RocksDB instance per node, one column family per shard plus
+//! `meta` for node-wide records.
+//!
+//! The interface is deliberately small (STYLE 5):
+//! - [`Storage::get`] reads one key of one shard (memtable, block cache, disk).
+//! - [`Storage::write`] applies one [`WriteBatch`] atomically: every put and
+//!   delete in it, across column families, or none. With `sync` it returns
+//!   only after the WAL is fsynced — that is what "durable" means in Rush, and
+//!   a shard makes one such call per group of requests (group commit).
+//! - [`Storage::scan`] iterates a key range (startup rebuilds, audits).
+//!
+//! Expired values are dropped by a compaction filter that reads the node's
+//! [`Clock`], so TTL costs nothing on the write path and disk is reclaimed in
+//! the background; readers must still treat expired values as absent.
+
+pub mod keys;
+pub mod value;
+
+use crate::clock::Clock;
+use crate::config::StorageConfig;
+use rocksdb::compaction_filter::{CompactionFilter, Decision};
+use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBPinnableSlice, Direction,
+    IteratorMode, Options, ReadOptions, WriteOptions, DB,
+};
+use std::ffi::CStr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub use rocksdb::WriteBatch;
+
+pub const META_CF: &str = "meta";
+const LAYOUT_FORMAT: u8 = 1;
+/// Keys moved per atomic batch while rebalancing shards.
+const REBALANCE_CHUNK: usize = 10_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("rocksdb: {0}")]
+    Rocks(#[from] rocksdb::Error),
+    #[error(transparent)]
+    Corrupt(#[from] value::Corrupt),
+    #[error("data directory {dir}: {message}")]
+    Layout { dir: PathBuf, message: String },
+}
+
+/// The column family of shard `i`.
+pub fn shard_cf_name(i: usize) -> String {
+    format!("shard-{i}")
+}
+
+fn parse_shard_cf(name: &str) -> Option<usize> {
+    name.strip_prefix("shard-")?.parse().ok()
+}
+
+/// Counters the metrics endpoint reads.
+#[derive(Debug, Default)]
+pub struct StorageStats {
+    pub writes: AtomicU64,
+    pub syncs: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub reads: AtomicU64,
+}
+
+pub struct Storage {
+    /// Plain `DB` (single-threaded column-family mode) is `Send + Sync`; the
+    /// column-family set is fixed after `open`, so no locking is needed.
+    db: Arc<DB>,
+    shard_cfs: Vec<String>,
+    dir: PathBuf,
+    sync_opts: WriteOptions,
+    relaxed_opts: WriteOptions,
+    pub stats: StorageStats,
+}
+
+/// Drops expired values. One filter per compaction run, with "now" read once
+/// when the run starts (the factory itself holds only the shared clock).
+struct TtlFilterFactory {
+    clock: Clock,
+}
+
+struct TtlFilter {
+    now_ms: u64,
+}
+
+impl CompactionFilter for TtlFilter {
+    fn filter(&mut self, _level: u32, _key: &[u8], value: &[u8]) -> Decision {
+        match value::expiry_of(value) {
+            Some(at) if !value::is_live(at, self.now_ms) => Decision::Remove,
+            _ => Decision::Keep,
+        }
+    }
+
+    fn name(&self) -> &CStr {
+        c"rush-ttl"
+    }
+}
+
+impl CompactionFilterFactory for TtlFilterFactory {
+    type Filter = TtlFilter;
+
+    fn create(&mut self, _context: CompactionFilterContext) -> TtlFilter {
+        TtlFilter {
+            now_ms: self.clock.now_ms(),
+        }
+    }
+
+    fn name(&self) -> &CStr {
+        c"rush-ttl-factory"
+    }
+}
+
+impl Storage {
+    /// Open (or create) the data directory with `shards` shard column
+    /// families. A directory written with another shard count is rebalanced:
+    /// every key is moved to the column family of its slot's new shard, in
+    /// atomic chunks, so a crash in the middle loses nothing and the next
+    /// start finishes the job.
+    pub fn open(cfg: &StorageConfig, shards: usize, clock: Clock) -> Result<Storage, StorageError> {
+        let dir = cfg.data_dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::Layout {
+            dir: dir.clone(),
+            message: format!("can't create: {e}"),
+        })?;
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.set_max_background_jobs(2);
+        db_opts.set_bytes_per_sync(1 << 20);
+        db_opts.set_keep_log_file_num(4);
+
+        let cache = Cache::new_lru_cache(cfg.block_cache_mb.max(8) << 20);
+        let shard_opts = || {
+            let mut o = Options::default();
+            let mut block = BlockBasedOptions::default();
+            block.set_block_cache(&cache);
+            // Point lookups of absent keys (unknown codes, cold owners) mostly
+            // stop at the SST filter instead of reading a block.
+            block.set_bloom_filter(10.0, false);
+            block.set_cache_index_and_filter_blocks(true);
+            o.set_block_based_table_factory(&block);
+            o.set_write_buffer_size(cfg.write_buffer_mb.max(4) << 20);
+            o.set_compression_type(rocksdb::DBCompressionType::Lz4);
+            o.set_compaction_filter_factory(TtlFilterFactory {
+                clock: clock.clone(),
+            });
+            o
+        };
+
+        let existing = if dir.join("CURRENT").exists() {
+            DB::list_cf(&db_opts, &dir)?
+        } else {
+            Vec::new()
+        };
+        let mut names: Vec<String> = vec![META_CF.to_string()];
+        names.extend((0..shards).map(shard_cf_name));
+        for name in &existing {
+            if name != "default" && !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        let mut descriptors = vec![ColumnFamilyDescriptor::new("default", Options::default())];
+        for name in &names {
+            let opts = if name == META_CF {
+                Options::default()
+            } else {
+                shard_opts()
+            };
+            descriptors.push(ColumnFamilyDescriptor::new(name, opts));
+        }
+        let mut db = DB::open_cf_descriptors(&db_opts, &dir, descriptors)?;
+
+        let mut sync_opts = WriteOptions::default();
+        sync_opts.set_sync(true);
+        let layout = read_layout(&db)?;
+        let stale: Vec<usize> = names.iter().filter_map(|n| parse_shard_cf(n)).collect();
+        match layout {
+            Some(Layout {
+                shards: old,
+                rebalancing: false,
+            }) if old == shards && stale.iter().all(|&i| i < shards) => {}
+            Some(layout) => {
+                tracing::warn!(
+                    from = layout.shards,
+                    to = shards,
+                    dir = %dir.display(),
+                    "data directory was written with another shard count: rebalancing"
+                );
+                write_layout(
+                    &db,
+                    &sync_opts,
+                    Layout {
+                        shards: layout.shards,
+                        rebalancing: true,
+                    },
+                )?;
+                let moved = rebalance(&db, &stale, shards, &sync_opts)?;
+                for i in stale.iter().copied().filter(|&i| i >= shards) {
+                    db.drop_cf(&shard_cf_name(i))?;
+                }
+                write_layout(
+                    &db,
+                    &sync_opts,
+                    Layout {
+                        shards,
+                        rebalancing: false,
+                    },
+                )?;
+                tracing::warn!(moved, shards, "rebalancing finished");
+            }
+            None => {
+                if existing.iter().any(|n| parse_shard_cf(n).is_some()) {
+                    return Err(StorageError::Layout {
+                        dir,
+                        message: "has shard data but no layout record; refusing to guess".into(),
+                    });
+                }
+                write_layout(
+                    &db,
+                    &sync_opts,
+                    Layout {
+                        shards,
+                        rebalancing: false,
+                    },
+                )?;
+            }
+        }
+
+        Ok(Storage {
+            db: Arc::new(db),
+            shard_cfs: (0..shards).map(shard_cf_name).collect(),
+            dir,
+            sync_opts,
+            relaxed_opts: WriteOptions::default(),
+            stats: StorageStats::default(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn shards(&self) -> usize {
+        self.shard_cfs.len()
+    }
+
+    /// The column family handle of a shard (for building batches).
+    pub fn cf(&self, shard: usize) -> &ColumnFamily {
+        self.db
+            .cf_handle(&self.shard_cfs[shard])
+            .expect("shard column families exist for the life of Storage")
+    }
+
+    fn meta_cf(&self) -> &ColumnFamily {
+        self.db
+            .cf_handle(META_CF)
+            .expect("meta column family exists")
+    }
+
+    /// Read one key of a shard.
+    pub fn get(
+        &self,
+        shard: usize,
+        key: &[u8],
+    ) -> Result<Option<DBPinnableSlice<'_>>, StorageError> {
+        self.stats.reads.fetch_add(1, Ordering::Relaxed);
+        Ok(self.db.get_pinned_cf(self.cf(shard), key)?)
+    }
+
+    /// Apply a batch atomically; with `sync`, durable (WAL fsynced) on return.
+    pub fn write(&self, batch: WriteBatch, sync: bool) -> Result<(), StorageError> {
+        let opts = if sync {
+            &self.sync_opts
+        } else {
+            &self.relaxed_opts
+        };
+        match self.db.write_opt(batch, opts) {
+            Ok(()) => {
+                self.stats.writes.fetch_add(1, Ordering::Relaxed);
+                if sync {
+                    self.stats.syncs.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Visit keys in `[from, to)` of a shard in order until `f` returns false.
+    pub fn scan(
+        &self,
+        shard: usize,
+        from: &[u8],
+        to: &[u8],
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_upper_bound(to.to_vec());
+        ro.fill_cache(false);
+        let iter = self.db.iterator_cf_opt(
+            self.cf(shard),
+            ro,
+            IteratorMode::From(from, Direction::Forward),
+        );
+        for item in iter {
+            let (k, v) = item?;
+            if !f(&k, &v) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Raw entries in a range, expired ones included (tests, audits).
+    pub fn count_raw(&self, shard: usize, from: &[u8], to: &[u8]) -> Result<usize, StorageError> {
+        let mut n = 0;
+        self.scan(shard, from, to, |_, _| {
+            n += 1;
+            true
+        })?;
+        Ok(n)
+    }
+
+    /// Compact a shard's whole column family now (flushes the memtable first).
+    pub fn compact(&self, shard: usize) {
+        self.db
+            .compact_range_cf(self.cf(shard), None::<&[u8]>, None::<&[u8]>);
+    }
+
+    pub fn meta_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(self.db.get_cf(self.meta_cf(), key)?)
+    }
+
+    /// Durable write of one meta record.
+    pub fn meta_put(&self, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
+        let mut b = WriteBatch::default();
+        b.put_cf(self.meta_cf(), key, value);
+        self.write(b, true)
+    }
+
+    /// Add a meta record to a batch (so it commits with shard data).
+    pub fn batch_meta_put(&self, batch: &mut WriteBatch, key: &[u8], value: &[u8]) {
+        batch.put_cf(self.meta_cf(), key, value);
+    }
+
+    /// A RocksDB integer property summed over shards (e.g. estimate-num-keys).
+    pub fn property_sum(&self, name: &str) -> u64 {
+        (0..self.shards())
+            .filter_map(|i| {
+                self.db
+                    .property_int_value_cf(self.cf(i), name)
+                    .ok()
+                    .flatten()
+            })
+            .sum()
+    }
+
+    /// Make sure everything acknowledged is on disk (shutdown).
+    pub fn flush(&self) -> Result<(), StorageError> {
+        self.db.flush_wal(true)?;
+        for i in 0..self.shards() {
+            self.db.flush_cf(self.cf(i))?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    shards: usize,
+    /// Set while keys are being moved; a restart finishes the move.
+    rebalancing: bool,
+}
+
+fn read_layout(db: &DB) -> Result<Option<Layout>, StorageError> {
+    let cf = db.cf_handle(META_CF).expect("meta column family exists");
+    let Some(raw) = db.get_cf(cf, keys::meta::LAYOUT)? else {
+        return Ok(None);
+    };
+    if raw.len() != 6 || raw[0] != LAYOUT_FORMAT {
+        return Err(value::Corrupt(format!("layout record {raw:?}")).into());
+    }
+    Ok(Some(Layout {
+        shards: u32::from_be_bytes(raw[1..5].try_into().expect("4 bytes")) as usize,
+        rebalancing: raw[5] != 0,
+    }))
+}
+
+fn write_layout(db: &DB, sync: &WriteOptions, layout: Layout) -> Result<(), StorageError> {
+    let cf = db.cf_handle(META_CF).expect("meta column family exists");
+    let mut raw = vec![LAYOUT_FORMAT];
+    raw.extend_from_slice(&(layout.shards as u32).to_be_bytes());
+    raw.push(layout.rebalancing as u8);
+    let mut b = WriteBatch::default();
+    b.put_cf(cf, keys::meta::LAYOUT, raw);
+    db.write_opt(b, sync)?;
+    Ok(())
+}
+
+/// Move every key whose slot now belongs to another shard. Each chunk puts
+/// the keys into their new column family and deletes them from the old one in
+/// one atomic, synced batch: idempotent, so an interrupted run is finished by
+/// the next start.
+fn rebalance(
+    db: &DB,
+    cfs: &[usize],
+    shards: usize,
+    sync: &WriteOptions,
+) -> Result<u64, StorageError> {
+    let mut moved = 0u64;
+    for &from in cfs {
+        let from_cf = db.cf_handle(&shard_cf_name(from)).expect("opened above");
+        let mut batch = WriteBatch::default();
+        let mut n = 0u64;
+        // The iterator reads a snapshot, so writing chunks while iterating is safe.
+        for item in db.iterator_cf(from_cf, IteratorMode::Start) {
+            let (k, v) = item?;
+            let Some(slot) = keys::slot_of(&k) else {
+                continue;
+            };
+            let to = keys::shard_of_slot(slot, shards);
+            if to == from {
+                continue;
+            }
+            let to_cf = db
+                .cf_handle(&shard_cf_name(to))
+                .expect("all target shards opened");
+            batch.put_cf(to_cf, &k, &v);
+            batch.delete_cf(from_cf, &k);
+            n += 1;
+            if n as usize % REBALANCE_CHUNK == 0 {
+                db.write_opt(std::mem::take(&mut batch), sync)?;
+            }
+        }
+        db.write_opt(batch, sync)?;
+        moved += n;
+    }
+    Ok(moved)
+}

@@ -1,0 +1,137 @@
+//! Stored values: `kind: u8 | expires_at: u64 BE (unix ms, 0 = never) | payload`.
+//!
+//! The expiry sits at a fixed offset in every value of every keyspace, so the
+//! compaction filter can drop expired values without knowing their kind, and
+//! every read can treat an expired value as absent.
+
+use std::collections::BTreeMap;
+
+pub const HEADER: usize = 9;
+
+/// Value kinds. A read of the wrong kind is WRONG_TYPE (generic keys) or a
+/// corruption (service keyspaces).
+pub mod kind {
+    pub const STRING: u8 = 1;
+    pub const HASH: u8 = 2;
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("stored value is corrupt: {0}")]
+pub struct Corrupt(pub String);
+
+/// A decoded value header and its payload.
+#[derive(Debug, Clone, Copy)]
+pub struct Stored<'a> {
+    pub kind: u8,
+    pub expires_at: u64,
+    pub payload: &'a [u8],
+}
+
+impl<'a> Stored<'a> {
+    pub fn decode(raw: &'a [u8]) -> Result<Stored<'a>, Corrupt> {
+        if raw.len() < HEADER {
+            return Err(Corrupt(format!(
+                "{} bytes is shorter than the header",
+                raw.len()
+            )));
+        }
+        Ok(Stored {
+            kind: raw[0],
+            expires_at: u64::from_be_bytes(raw[1..9].try_into().expect("8 bytes")),
+            payload: &raw[HEADER..],
+        })
+    }
+
+    pub fn is_live(&self, now_ms: u64) -> bool {
+        is_live(self.expires_at, now_ms)
+    }
+}
+
+pub fn is_live(expires_at: u64, now_ms: u64) -> bool {
+    expires_at == 0 || expires_at > now_ms
+}
+
+/// The expiry of a raw value, if it has a header.
+pub fn expiry_of(raw: &[u8]) -> Option<u64> {
+    (raw.len() >= HEADER).then(|| u64::from_be_bytes(raw[1..9].try_into().expect("8 bytes")))
+}
+
+pub fn encode(kind: u8, expires_at: u64, payload: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(HEADER + payload.len());
+    v.push(kind);
+    v.extend_from_slice(&expires_at.to_be_bytes());
+    v.extend_from_slice(payload);
+    v
+}
+
+/// A hash as stored: `u32 count`, then `(u32 len, field, u32 len, value)`
+/// sorted by field. Hashes are small in Rush's workloads (counters per user,
+/// per order), so one value per hash keeps HGETALL one read and HSET one write.
+pub type Hash = BTreeMap<Vec<u8>, Vec<u8>>;
+
+pub fn encode_hash(h: &Hash) -> Vec<u8> {
+    let size: usize = 4 + h.iter().map(|(f, v)| 8 + f.len() + v.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(&(h.len() as u32).to_be_bytes());
+    for (f, v) in h {
+        out.extend_from_slice(&(f.len() as u32).to_be_bytes());
+        out.extend_from_slice(f);
+        out.extend_from_slice(&(v.len() as u32).to_be_bytes());
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+pub fn decode_hash(mut p: &[u8]) -> Result<Hash, Corrupt> {
+    fn take<'a>(p: &mut &'a [u8], n: usize) -> Result<&'a [u8], Corrupt> {
+        if p.len() < n {
+            return Err(Corrupt("hash is truncated".into()));
+        }
+        let (a, b) = p.split_at(n);
+        *p = b;
+        Ok(a)
+    }
+    fn len(p: &mut &[u8]) -> Result<usize, Corrupt> {
+        Ok(u32::from_be_bytes(take(p, 4)?.try_into().expect("4 bytes")) as usize)
+    }
+    let n = len(&mut p)?;
+    let mut h = Hash::new();
+    for _ in 0..n {
+        let fl = len(&mut p)?;
+        let f = take(&mut p, fl)?.to_vec();
+        let vl = len(&mut p)?;
+        let v = take(&mut p, vl)?.to_vec();
+        h.insert(f, v);
+    }
+    if !p.is_empty() {
+        return Err(Corrupt("trailing bytes after hash".into()));
+    }
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip() {
+        let raw = encode(kind::STRING, 1234, b"v");
+        let s = Stored::decode(&raw).unwrap();
+        assert_eq!(
+            (s.kind, s.expires_at, s.payload),
+            (kind::STRING, 1234, &b"v"[..])
+        );
+        assert!(s.is_live(1233) && !s.is_live(1234));
+        assert_eq!(expiry_of(&raw), Some(1234));
+        assert!(Stored::decode(&raw[..5]).is_err());
+    }
+
+    #[test]
+    fn hash_round_trip() {
+        let mut h = Hash::new();
+        h.insert(b"b".to_vec(), b"2".to_vec());
+        h.insert(b"a".to_vec(), vec![]);
+        assert_eq!(decode_hash(&encode_hash(&h)).unwrap(), h);
+        assert!(decode_hash(&encode_hash(&h)[..6]).is_err());
+    }
+}

@@ -1,0 +1,193 @@
+//! Test support: real daemons (in-process on port 0, or spawned `rushd`
+//! processes) on real RocksDB in temporary directories, and real clients.
+#![allow(dead_code)]
+
+use rush_client::{Client, ClientOptions};
+use rush_daemon::{Clock, Config, Running};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A config for tests: loopback port 0, no HTTP unless asked, clock control on.
+pub fn test_config(dir: &Path) -> Config {
+    let mut c = Config::default();
+    c.server.listen = "127.0.0.1:0".into();
+    c.server.http = "127.0.0.1:0".into();
+    c.storage.data_dir = dir.to_path_buf();
+    c.storage.shards = 2;
+    c.storage.block_cache_mb = 16;
+    c.storage.write_buffer_mb = 8;
+    c.debug.clock_control = true;
+    c
+}
+
+/// An in-process node with its own data directory and a connected client.
+pub struct TestNode {
+    pub dir: tempfile::TempDir,
+    pub config: Config,
+    pub clock: Clock,
+    running: Option<Running>,
+    pub client: Client,
+}
+
+impl TestNode {
+    pub async fn start() -> TestNode {
+        Self::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> TestNode {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = test_config(dir.path());
+        tweak(&mut config);
+        let clock = Clock::system();
+        let running = rush_daemon::start(config.clone(), clock.clone())
+            .await
+            .expect("daemon starts");
+        let client = connect(running.addr()).await;
+        TestNode {
+            dir,
+            config,
+            clock,
+            running: Some(running),
+            client,
+        }
+    }
+
+    pub fn running(&self) -> &Running {
+        self.running.as_ref().expect("running")
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.running().addr()
+    }
+
+    /// Graceful shutdown and start again on the same directory (new port).
+    pub async fn restart(&mut self) {
+        self.restart_with(|_| {}).await
+    }
+
+    pub async fn restart_with(&mut self, tweak: impl FnOnce(&mut Config)) {
+        self.running
+            .take()
+            .expect("running")
+            .shutdown()
+            .await
+            .expect("clean shutdown");
+        tweak(&mut self.config);
+        let running = rush_daemon::start(self.config.clone(), self.clock.clone())
+            .await
+            .expect("daemon restarts");
+        self.client = connect(running.addr()).await;
+        self.running = Some(running);
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown().await.expect("clean shutdown");
+        }
+    }
+}
+
+pub async fn connect(addr: SocketAddr) -> Client {
+    Client::connect_with(&addr.to_string(), ClientOptions::default())
+        .await
+        .expect("client connects")
+}
+
+/// A `rushd` child process.
+pub struct Spawned {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub http: Option<SocketAddr>,
+    pub dir: PathBuf,
+}
+
+impl Spawned {
+    /// Start `rushd` on port 0 with `dir` as its data directory and wait for
+    /// its "serving" line.
+    pub fn start(dir: &Path, extra: &[&str]) -> Spawned {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rushd"))
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--http",
+                "127.0.0.1:0",
+                "--shards",
+                "2",
+            ])
+            .arg("--data")
+            .arg(dir)
+            .args(extra)
+            .env("RUSH_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn rushd");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("rushd printed its serving line");
+        // "rushd serving ADDR http ADDR"
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(parts.get(1), Some(&"serving"), "unexpected line {line:?}");
+        Spawned {
+            child,
+            addr: parts[2].parse().expect("addr"),
+            http: parts.get(4).and_then(|a| a.parse().ok()),
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    pub fn kill9(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reaped");
+    }
+
+    /// SIGTERM and wait for a clean exit; returns the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        self.child.wait().expect("exits")
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal HTTP/1.1 GET: (status, body).
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("http connect");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("send");
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.expect("read");
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status line");
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}

@@ -1,0 +1,385 @@
+//! Generic key operations through a real daemon and client.
+
+mod common;
+
+use bytes::Bytes;
+use common::TestNode;
+use rush_client::protocol::cmd::{Cond, SetCond, TtlReply};
+use rush_client::protocol::{ErrorCode, ErrorDetail, Reply};
+use std::time::Duration;
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+#[tokio::test]
+async fn strings_and_counters() {
+    let node = TestNode::start().await;
+    let c = &node.client;
+    c.ping().await.unwrap();
+    assert_eq!(c.get("missing").await.unwrap(), None);
+    assert!(c.set("k", "v1").await.unwrap());
+    assert_eq!(c.get("k").await.unwrap().as_deref(), Some(&b"v1"[..]));
+    assert!(c.exists("k").await.unwrap());
+
+    // NX only when absent, XX only when present.
+    assert!(!c
+        .set_with("k", "v2", Duration::ZERO, SetCond::IfAbsent)
+        .await
+        .unwrap());
+    assert!(c
+        .set_with("k", "v3", Duration::ZERO, SetCond::IfPresent)
+        .await
+        .unwrap());
+    assert!(!c
+        .set_with("nope", "x", Duration::ZERO, SetCond::IfPresent)
+        .await
+        .unwrap());
+    assert!(!c.exists("nope").await.unwrap());
+    assert_eq!(c.get("k").await.unwrap().as_deref(), Some(&b"v3"[..]));
+
+    assert!(c.del("k").await.unwrap());
+    assert!(!c.del("k").await.unwrap());
+    assert!(!c.exists("k").await.unwrap());
+
+    assert_eq!(c.incr_by("n", 5).await.unwrap(), 5);
+    assert_eq!(c.incr_by("n", -7).await.unwrap(), -2);
+    assert_eq!(c.get("n").await.unwrap().as_deref(), Some(&b"-2"[..]));
+
+    c.set("word", "abc").await.unwrap();
+    let e = c.incr_by("word", 1).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::WrongType));
+    c.set("big", i64::MAX.to_string()).await.unwrap();
+    let e = c.incr_by("big", 1).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::BadRequest), "{e}");
+    assert_eq!(
+        c.get("big").await.unwrap().unwrap(),
+        Bytes::from(i64::MAX.to_string())
+    );
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn hashes_and_wrong_types() {
+    let node = TestNode::start().await;
+    let c = &node.client;
+    assert_eq!(c.hset("h", [("a", "1"), ("b", "2")]).await.unwrap(), 2);
+    assert_eq!(c.hset("h", [("b", "3"), ("c", "4")]).await.unwrap(), 1);
+    assert_eq!(c.hget("h", "b").await.unwrap().as_deref(), Some(&b"3"[..]));
+    assert_eq!(c.hget("h", "zz").await.unwrap(), None);
+    assert_eq!(c.hincr_by("h", "a", 10).await.unwrap(), 11);
+    assert_eq!(c.hincr_by("h", "new", -1).await.unwrap(), -1);
+    let all = c.hgetall("h").await.unwrap();
+    let names: Vec<&[u8]> = all.iter().map(|(f, _)| f.as_ref()).collect();
+    assert_eq!(names, vec![&b"a"[..], b"b", b"c", b"new"]);
+    assert_eq!(c.hdel("h", ["a", "zz"]).await.unwrap(), 1);
+    assert_eq!(c.hgetall("h").await.unwrap().len(), 3);
+    assert_eq!(c.hdel("h", ["b", "c", "new"]).await.unwrap(), 3);
+    assert!(!c.exists("h").await.unwrap(), "an emptied hash is removed");
+
+    c.hset("h2", [("f", "x")]).await.unwrap();
+    assert_eq!(
+        c.get("h2").await.unwrap_err().code(),
+        Some(ErrorCode::WrongType)
+    );
+    assert_eq!(
+        c.incr_by("h2", 1).await.unwrap_err().code(),
+        Some(ErrorCode::WrongType)
+    );
+    assert_eq!(
+        c.hincr_by("h2", "f", 1).await.unwrap_err().code(),
+        Some(ErrorCode::WrongType)
+    );
+    c.set("s", "v").await.unwrap();
+    assert_eq!(
+        c.hget("s", "f").await.unwrap_err().code(),
+        Some(ErrorCode::WrongType)
+    );
+    assert_eq!(
+        c.hset("s", [("f", "v")]).await.unwrap_err().code(),
+        Some(ErrorCode::WrongType)
+    );
+    // SET replaces any type, as in Redis.
+    assert!(c.set("h2", "now a string").await.unwrap());
+    assert_eq!(
+        c.get("h2").await.unwrap().as_deref(),
+        Some(&b"now a string"[..])
+    );
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn ttl_expiry_follows_the_clock() {
+    let node = TestNode::start().await;
+    let c = &node.client;
+    c.set_with("short", "v", Duration::from_secs(60), SetCond::Always)
+        .await
+        .unwrap();
+    c.set("forever", "v").await.unwrap();
+    c.hset("hash", [("f", "1")]).await.unwrap();
+    assert!(c.expire("hash", DAY).await.unwrap());
+    assert!(!c.expire("missing", DAY).await.unwrap());
+
+    match c.ttl("short").await.unwrap() {
+        TtlReply::Remaining(ms) => assert!(ms > 55_000 && ms <= 60_000, "{ms}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(c.ttl("forever").await.unwrap(), TtlReply::Persistent);
+    assert_eq!(c.ttl("missing").await.unwrap(), TtlReply::Missing);
+
+    // INCRBY keeps the TTL.
+    c.set_with("counter", "1", Duration::from_secs(60), SetCond::Always)
+        .await
+        .unwrap();
+    c.incr_by("counter", 1).await.unwrap();
+    assert!(matches!(
+        c.ttl("counter").await.unwrap(),
+        TtlReply::Remaining(_)
+    ));
+
+    c.clock_advance(Duration::from_secs(61)).await.unwrap();
+    assert_eq!(c.get("short").await.unwrap(), None);
+    assert!(!c.exists("short").await.unwrap());
+    assert_eq!(c.ttl("short").await.unwrap(), TtlReply::Missing);
+    assert_eq!(c.get("counter").await.unwrap(), None);
+    assert_eq!(c.get("forever").await.unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(
+        c.hget("hash", "f").await.unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
+
+    // PERSIST, then a day later the hash is still there.
+    assert!(c.expire("hash", Duration::ZERO).await.unwrap());
+    c.clock_advance(DAY * 2).await.unwrap();
+    assert_eq!(
+        c.hget("hash", "f").await.unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
+    // An expired key can be set again (NX sees it as absent).
+    assert!(c
+        .set_with("short", "again", Duration::ZERO, SetCond::IfAbsent)
+        .await
+        .unwrap());
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn compaction_removes_expired_data() {
+    let node = TestNode::start().await;
+    let c = &node.client;
+    for i in 0..200 {
+        c.set_with(
+            format!("gone:{i}"),
+            "x".repeat(100),
+            Duration::from_secs(10),
+            SetCond::Always,
+        )
+        .await
+        .unwrap();
+        c.set(format!("kept:{i}"), "y").await.unwrap();
+    }
+    let storage = node.running().storage().clone();
+    let raw = || {
+        (0..storage.shards())
+            .map(|s| storage.count_raw(s, &[], &[0xff, 0xff, 0xff]).unwrap())
+            .sum::<usize>()
+    };
+    assert_eq!(raw(), 400);
+    c.compact().await.unwrap();
+    assert_eq!(raw(), 400, "nothing has expired yet");
+    c.clock_advance(Duration::from_secs(11)).await.unwrap();
+    assert_eq!(raw(), 400, "expired values linger until compaction");
+    c.compact().await.unwrap();
+    assert_eq!(raw(), 200, "compaction dropped exactly the expired values");
+    for i in 0..200 {
+        assert!(c.exists(format!("kept:{i}")).await.unwrap());
+    }
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn batch_is_atomic() {
+    let node = TestNode::start().await;
+    let c = &node.client;
+    // The seed's five commands as one batch: hset, hset, expire, set, expire.
+    let replies = c
+        .batch()
+        .hset("{u1}:items", "sku-1", "1")
+        .hset("{u1}:items", "sku-2", "1")
+        .expire("{u1}:items", DAY)
+        .set("{u1}:order:o1", "1", Duration::ZERO)
+        .expire("{u1}:order:o1", DAY)
+        .exec()
+        .await
+        .unwrap();
+    assert_eq!(replies.len(), 5);
+    assert_eq!(replies[0], Reply::HSet(1));
+    assert_eq!(replies[4], Reply::Expire(true));
+
+    // Later operations see earlier ones.
+    let replies = c
+        .batch()
+        .incr_by("{u2}:n", 2)
+        .incr_by("{u2}:n", 3)
+        .get("{u2}:n")
+        .exec()
+        .await
+        .unwrap();
+    assert_eq!(replies[2], Reply::Get(Some(Bytes::from_static(b"5"))));
+
+    // A failing condition writes nothing — not even the writes before it.
+    let err = c
+        .batch()
+        .incr_by("{u2}:n", 100)
+        .hset("{u2}:h", "f", "v")
+        .check("{u2}:n", None, Cond::Lt(50))
+        .set("{u2}:after", "x", Duration::ZERO)
+        .exec()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::ConditionFailed));
+    match err {
+        rush_client::ClientError::Server(e) => {
+            assert_eq!(e.detail, ErrorDetail::BatchIndex { index: 2 })
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(c.get("{u2}:n").await.unwrap().as_deref(), Some(&b"5"[..]));
+    assert!(!c.exists("{u2}:h").await.unwrap());
+    assert!(!c.exists("{u2}:after").await.unwrap());
+
+    // A failing operation aborts the same way.
+    c.set("{u2}:word", "abc").await.unwrap();
+    let err = c
+        .batch()
+        .set("{u2}:x", "1", Duration::ZERO)
+        .incr_by("{u2}:word", 1)
+        .exec()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::WrongType));
+    assert!(!c.exists("{u2}:x").await.unwrap());
+
+    // Check-then-write: "only if HGET k f < 1", twice — the second is refused.
+    for attempt in 0..2 {
+        let r = c
+            .batch()
+            .check("{u3}:daily", Some("sku-9"), Cond::Lt(1))
+            .hincr_by("{u3}:daily", "sku-9", 1)
+            .exec()
+            .await;
+        assert_eq!(r.is_ok(), attempt == 0, "{r:?}");
+    }
+    assert_eq!(
+        c.hget("{u3}:daily", "sku-9").await.unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
+
+    // Standalone CHECK answers a bool.
+    assert!(c
+        .check(
+            "{u3}:daily",
+            Some(Bytes::from("sku-9")),
+            Cond::Eq(Bytes::from("1"))
+        )
+        .await
+        .unwrap());
+    assert!(!c
+        .check("{u3}:daily", Some(Bytes::from("sku-9")), Cond::Gt(1))
+        .await
+        .unwrap());
+    assert!(c.check("nothing", None, Cond::Missing).await.unwrap());
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn batch_across_slots_is_crossslot() {
+    let node = TestNode::start().await;
+    let c = &node.client;
+    let err = c
+        .batch()
+        .set("{a}x", "1", Duration::ZERO)
+        .set("{b}y", "1", Duration::ZERO)
+        .exec()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::CrossSlot), "{err}");
+    assert!(!c.exists("{a}x").await.unwrap());
+    // Keys that merely share a hashtag are fine.
+    c.batch()
+        .set("{a}x", "1", Duration::ZERO)
+        .set("z{a}z", "1", Duration::ZERO)
+        .exec()
+        .await
+        .unwrap();
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn pipelining_1000_in_flight_on_one_connection() {
+    let node = TestNode::start().await;
+    let conn = rush_client::Connection::connect(&node.addr().to_string(), Duration::from_secs(5))
+        .await
+        .unwrap();
+    let t = Duration::from_secs(30);
+    let sets = (0..1000).map(|i| {
+        let conn = conn.clone();
+        async move {
+            conn.call(
+                &rush_client::protocol::cmd::Set::new(format!("p:{i}"), format!("value-{i}")),
+                t,
+            )
+            .await
+        }
+    });
+    for r in futures_join_all(sets).await {
+        assert!(r.unwrap());
+    }
+    // Mixed requests in flight at once; keys spread over both shards, so
+    // answers come back out of order and must still be matched by id.
+    let gets = (0..1000).map(|i| {
+        let conn = conn.clone();
+        async move {
+            let key = format!("p:{i}");
+            (
+                i,
+                conn.call(&rush_client::protocol::cmd::Get { key: key.into() }, t)
+                    .await,
+            )
+        }
+    });
+    for (i, r) in futures_join_all(gets).await {
+        assert_eq!(r.unwrap().unwrap(), Bytes::from(format!("value-{i}")));
+    }
+    node.stop().await;
+}
+
+/// Run futures concurrently on the current task (they are all in flight at once).
+async fn futures_join_all<F: std::future::Future>(
+    fs: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
+    let handles: Vec<_> = fs.into_iter().map(Box::pin).collect();
+    let mut outs = Vec::with_capacity(handles.len());
+    let mut pending: Vec<_> = handles.into_iter().map(Some).collect();
+    let mut done: Vec<Option<F::Output>> = (0..pending.len()).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut all = true;
+        for (i, slot) in pending.iter_mut().enumerate() {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => {
+                        done[i] = Some(v);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => all = false,
+                }
+            }
+        }
+        if all {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    outs.extend(done.into_iter().map(|v| v.expect("completed")));
+    outs
+}

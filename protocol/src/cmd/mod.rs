@@ -1,0 +1,60 @@
+//! One file per request type: the request, its reply and their wire forms.
+//! The opcode table is in `lib.rs`; PROTOCOL.md documents every body.
+
+mod batch;
+mod check;
+mod cluster_slots;
+mod compact;
+mod del;
+mod exists;
+mod expire;
+mod get;
+mod hdel;
+mod hello;
+mod hget;
+mod hgetall;
+mod hincrby;
+mod hset;
+mod incrby;
+mod info;
+mod ping;
+mod set;
+mod ttl;
+
+pub use batch::{Batch, BatchReply};
+pub use check::{Check, Cond};
+pub use cluster_slots::{ClusterNode, ClusterSlots, ClusterSlotsReply, SlotRange};
+pub use compact::{ClockAdvance, Compact};
+pub use del::Del;
+pub use exists::Exists;
+pub use expire::Expire;
+pub use get::Get;
+pub use hdel::HDel;
+pub use hello::{Hello, HelloReply};
+pub use hget::HGet;
+pub use hgetall::{HGetAll, HGetAllReply};
+pub use hincrby::HIncrBy;
+pub use hset::HSet;
+pub use incrby::IncrBy;
+pub use info::{Info, InfoReply};
+pub use ping::{Ping, Pong};
+pub use set::{Set, SetCond};
+pub use ttl::{Ttl, TtlReply};
+
+use crate::codec::{DecodeError, Reader};
+use crate::limits::{MAX_FIELD, MAX_KEY};
+use crate::{key_slot, RushError, Target};
+use bytes::Bytes;
+
+/// The target of a single-key request.
+pub(crate) fn key_target(key: &[u8]) -> Result<Target, RushError> {
+    Ok(Target::Slot(key_slot(key)))
+}
+
+pub(crate) fn read_key(r: &mut Reader) -> Result<Bytes, DecodeError> {
+    r.bytes("key", MAX_KEY)
+}
+
+pub(crate) fn read_field(r: &mut Reader) -> Result<Bytes, DecodeError> {
+    r.bytes("field", MAX_FIELD)
+}

@@ -1,0 +1,203 @@
+//! The Rush wire protocol: frames, every request and reply body, typed error
+//! codes and key → slot hashing. No runtime, no storage: clients in any setting
+//! build on this crate alone. PROTOCOL.md documents the same bytes.
+//!
+//! Each request lives in its own file under [`cmd`] with its reply and wire
+//! form; [`Request`], [`Reply`] and [`Opcode`] are generated from the one table
+//! in this file.
+
+pub mod cmd;
+pub mod codec;
+pub mod error;
+pub mod frame;
+pub mod limits;
+pub mod slot;
+
+pub use codec::{DecodeError, Reader, Wire, WriteExt};
+pub use error::{ErrorCode, ErrorDetail, RushError};
+pub use frame::{Frame, FrameError, Header};
+pub use slot::{key_slot, SLOTS};
+
+use bytes::{Bytes, BytesMut};
+
+/// Where a request must run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// On the node, outside any shard (PING, HELLO, INFO, cluster map).
+    Node,
+    /// On the shard that owns this slot.
+    Slot(u16),
+    /// On every shard of the node (audits, clock control, compaction).
+    AllShards,
+}
+
+/// A request type: its opcode, its reply type, whether a retry is harmless.
+pub trait Command: Wire + Clone + Into<Request> {
+    const OPCODE: Opcode;
+    /// Safe to resend after a lost connection without changing the outcome.
+    const IDEMPOTENT: bool;
+    type Reply: Wire;
+
+    /// Where this request runs. A request naming keys of different slots
+    /// answers CROSSSLOT.
+    fn target(&self) -> Result<Target, RushError>;
+}
+
+macro_rules! commands {
+    ($($(#[$doc:meta])* $opcode:literal $name:literal => $variant:ident($ty:ty) -> $reply:ty, idempotent = $idem:literal;)*) => {
+        /// One byte per request type; responses echo their request's opcode.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum Opcode {
+            $($(#[$doc])* $variant = $opcode,)*
+        }
+
+        impl Opcode {
+            pub const ALL: &'static [Opcode] = &[$(Opcode::$variant,)*];
+
+            pub fn from_u8(v: u8) -> Option<Opcode> {
+                match v {
+                    $($opcode => Some(Opcode::$variant),)*
+                    _ => None,
+                }
+            }
+
+            pub fn as_u8(self) -> u8 {
+                self as u8
+            }
+
+            /// The name used in PROTOCOL.md, logs and metric labels.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Opcode::$variant => $name,)*
+                }
+            }
+
+            pub fn idempotent(self) -> bool {
+                match self {
+                    $(Opcode::$variant => $idem,)*
+                }
+            }
+        }
+
+        /// Any request, as decoded by a server.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Request {
+            $($variant($ty),)*
+        }
+
+        /// Any reply, as produced by a server.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Reply {
+            $($variant($reply),)*
+        }
+
+        $(
+            impl Command for $ty {
+                const OPCODE: Opcode = Opcode::$variant;
+                const IDEMPOTENT: bool = $idem;
+                type Reply = $reply;
+
+                fn target(&self) -> Result<Target, RushError> {
+                    self.route()
+                }
+            }
+
+            impl From<$ty> for Request {
+                fn from(v: $ty) -> Request {
+                    Request::$variant(v)
+                }
+            }
+        )*
+
+        impl Request {
+            pub fn opcode(&self) -> Opcode {
+                match self {
+                    $(Request::$variant(_) => Opcode::$variant,)*
+                }
+            }
+
+            /// Decode a request body. An unknown opcode is UNKNOWN_OPCODE; a
+            /// malformed body BAD_REQUEST or TOO_LARGE.
+            pub fn decode(opcode: u8, body: Bytes) -> Result<Request, RushError> {
+                match Opcode::from_u8(opcode) {
+                    $(Some(Opcode::$variant) => Ok(Request::$variant(<$ty as Wire>::decode_body(body)?)),)*
+                    None => Err(RushError::new(
+                        ErrorCode::UnknownOpcode,
+                        format!("unknown opcode 0x{opcode:02x}"),
+                    )),
+                }
+            }
+
+            pub fn encode_body(&self, out: &mut BytesMut) {
+                match self {
+                    $(Request::$variant(v) => v.encode(out),)*
+                }
+            }
+
+            pub fn target(&self) -> Result<Target, RushError> {
+                match self {
+                    $(Request::$variant(v) => v.route(),)*
+                }
+            }
+        }
+
+        impl Reply {
+            pub fn opcode(&self) -> Opcode {
+                match self {
+                    $(Reply::$variant(_) => Opcode::$variant,)*
+                }
+            }
+
+            pub fn decode(opcode: Opcode, body: Bytes) -> Result<Reply, DecodeError> {
+                match opcode {
+                    $(Opcode::$variant => Ok(Reply::$variant(<$reply as Wire>::decode_body(body)?)),)*
+                }
+            }
+
+            pub fn encode_body(&self, out: &mut BytesMut) {
+                match self {
+                    $(Reply::$variant(v) => v.encode(out),)*
+                }
+            }
+        }
+    };
+}
+
+use cmd::*;
+
+commands! {
+    // ── connection and node ─────────────────────────────────────────────
+    /// Liveness; echoes its payload.
+    0x01 "PING" => Ping(Ping) -> Pong, idempotent = true;
+    /// Protocol version and optional auth token; first request on a connection.
+    0x02 "HELLO" => Hello(Hello) -> HelloReply, idempotent = true;
+    /// Node facts as name/value rows.
+    0x03 "INFO" => Info(Info) -> InfoReply, idempotent = true;
+    /// Which node serves which slot ranges.
+    0x04 "CLUSTER_SLOTS" => ClusterSlots(ClusterSlots) -> ClusterSlotsReply, idempotent = true;
+
+    // ── generic keys ─────────────────────────────────────────────────────
+    0x10 "GET" => Get(Get) -> Option<Bytes>, idempotent = true;
+    0x11 "SET" => Set(Set) -> bool, idempotent = true;
+    0x12 "DEL" => Del(Del) -> bool, idempotent = true;
+    0x13 "EXISTS" => Exists(Exists) -> bool, idempotent = true;
+    0x14 "INCRBY" => IncrBy(IncrBy) -> i64, idempotent = false;
+    0x15 "EXPIRE" => Expire(Expire) -> bool, idempotent = true;
+    0x16 "TTL" => Ttl(Ttl) -> TtlReply, idempotent = true;
+    0x18 "HSET" => HSet(HSet) -> u64, idempotent = true;
+    0x19 "HGET" => HGet(HGet) -> Option<Bytes>, idempotent = true;
+    0x1a "HDEL" => HDel(HDel) -> u64, idempotent = true;
+    0x1b "HINCRBY" => HIncrBy(HIncrBy) -> i64, idempotent = false;
+    0x1c "HGETALL" => HGetAll(HGetAll) -> HGetAllReply, idempotent = true;
+    /// A condition; inside BATCH a false one aborts the batch.
+    0x1e "CHECK" => Check(Check) -> bool, idempotent = true;
+    /// Operations on keys of one slot, applied atomically.
+    0x1f "BATCH" => Batch(Batch) -> BatchReply, idempotent = false;
+
+    // ── admin and test support ───────────────────────────────────────────
+    /// Compact every shard's storage now (drops expired values).
+    0xf0 "COMPACT" => Compact(Compact) -> (), idempotent = true;
+    /// Move the node's clock forward (only when `debug.clock_control` is on).
+    0xf1 "CLOCK_ADVANCE" => ClockAdvance(ClockAdvance) -> u64, idempotent = false;
+}

@@ -1,0 +1,42 @@
+//! Input limits, in one place. Decoders enforce these before allocating; the
+//! daemon may configure tighter ones (never looser). PROTOCOL.md and the README
+//! list the same numbers; a test in `tests/golden.rs` keeps the document honest.
+
+/// Default largest frame (bytes after the length prefix) a daemon accepts.
+pub const DEFAULT_MAX_FRAME: usize = 4 << 20;
+/// Hard ceiling for `max_frame` in any configuration.
+pub const MAX_FRAME_CEILING: usize = 64 << 20;
+/// Largest key (KV keys, owners, users, aliases, senders).
+pub const MAX_KEY: usize = 1024;
+/// Largest stored value (SET value, one hash field value).
+pub const MAX_VALUE: usize = 1 << 20;
+/// Largest hash field name.
+pub const MAX_FIELD: usize = 1024;
+/// Most fields one hash may hold (hashes are stored as one value).
+pub const MAX_HASH_FIELDS: usize = 10_000;
+/// Most fields one HSET/HDEL may name.
+pub const MAX_FIELDS_PER_REQUEST: usize = 1_000;
+/// Most operations in one BATCH.
+pub const MAX_BATCH_OPS: usize = 1_000;
+/// Longest short-link target URL.
+pub const MAX_URL: usize = 4096;
+/// Most URLs in one batch shorten.
+pub const MAX_SHORTEN_BATCH: usize = 1_000;
+/// Longest short-link code or alias.
+pub const MAX_CODE: usize = 64;
+/// Most items in one purchase order.
+pub const MAX_ORDER_ITEMS: usize = 100;
+/// Longest policy name, order id or item id.
+pub const MAX_ID: usize = 256;
+/// Most records one catalog owner may hold.
+pub const MAX_RECORDS_PER_OWNER: usize = 1_000;
+/// Most attributes on one catalog record.
+pub const MAX_ATTRIBUTES: usize = 64;
+/// Longest attribute name or value.
+pub const MAX_ATTRIBUTE: usize = 4096;
+/// Most shares in one red envelope (protocol ceiling; config sets the real cap).
+pub const MAX_ENVELOPE_COUNT: u32 = 100_000;
+/// Longest free-form text (client names, messages, tokens).
+pub const MAX_TEXT: usize = 4096;
+/// Most entries a list-style reply (refunds, info rows) carries in one frame.
+pub const MAX_LIST: usize = 100_000;

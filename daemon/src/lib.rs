@@ -7,6 +7,7 @@ pub mod config;
 pub mod http;
 pub mod kv;
 pub mod metrics;
+pub mod segments;
 pub mod server;
 pub mod shard;
 pub mod storage;

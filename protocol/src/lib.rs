@@ -31,6 +31,46 @@ pub enum Target {
     AllShards,
 }
 
+/// Which part of the daemon serves an opcode: by range, so a new request
+/// type lands in its service by its number alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Service {
+    /// 0x00–0x0f: connection and node (answered outside shards).
+    Node,
+    /// 0x10–0x2f: generic keys.
+    Kv,
+    /// 0x30–0x3f: short links.
+    Links,
+    /// 0x40–0x4f: purchase limits.
+    Limits,
+    /// 0x50–0x5f: Bloom-guarded catalog lookups.
+    Catalog,
+    /// 0x60–0x6f: red envelopes.
+    Envelopes,
+    /// 0x70–0x7f: cluster map and slot migration.
+    Cluster,
+    /// 0xf0–0xff: admin and test support.
+    Admin,
+    /// Unassigned ranges.
+    Reserved,
+}
+
+impl Opcode {
+    pub fn service(self) -> Service {
+        match self.as_u8() {
+            0x00..=0x0f => Service::Node,
+            0x10..=0x2f => Service::Kv,
+            0x30..=0x3f => Service::Links,
+            0x40..=0x4f => Service::Limits,
+            0x50..=0x5f => Service::Catalog,
+            0x60..=0x6f => Service::Envelopes,
+            0x70..=0x7f => Service::Cluster,
+            0xf0..=0xff => Service::Admin,
+            _ => Service::Reserved,
+        }
+    }
+}
+
 /// A request type: its opcode, its reply type, whether a retry is harmless.
 pub trait Command: Wire + Clone + Into<Request> {
     const OPCODE: Opcode;
@@ -194,6 +234,16 @@ commands! {
     0x1e "CHECK" => Check(Check) -> bool, idempotent = true;
     /// Operations on keys of one slot, applied atomically.
     0x1f "BATCH" => Batch(Batch) -> BatchReply, idempotent = false;
+
+    // ── short links (0x30–0x3f) ──────────────────────────────────────────
+
+    // ── purchase limits (0x40–0x4f) ──────────────────────────────────────
+
+    // ── catalog lookups (0x50–0x5f) ──────────────────────────────────────
+
+    // ── red envelopes (0x60–0x6f) ────────────────────────────────────────
+
+    // ── cluster (0x70–0x7f) ──────────────────────────────────────────────
 
     // ── admin and test support ───────────────────────────────────────────
     /// Compact every shard's storage now (drops expired values).

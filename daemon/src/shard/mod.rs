@@ -13,9 +13,10 @@ use crate::clock::Clock;
 use crate::config::{Config, Durability};
 use crate::kv::Kv;
 use crate::metrics::Metrics;
+use crate::segments::Segments;
 use crate::storage::Storage;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
-use rush_protocol::{Reply, Request, RushError};
+use rush_protocol::{Reply, Request, RushError, Service};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -108,6 +109,8 @@ pub struct Shard {
     rx: Receiver<ShardMsg>,
     ctx: ShardContext,
     kv: Kv,
+    /// ID segments of this shard's slots (short codes, envelope ids).
+    segments: Segments,
 }
 
 /// Start shard `id`'s thread.
@@ -122,6 +125,7 @@ pub fn spawn(
         kv: Kv {
             durable: ctx.config.storage.kv_durability == Durability::Sync,
         },
+        segments: Segments::default(),
         ctx,
     };
     let thread = std::thread::Builder::new()
@@ -229,24 +233,11 @@ impl Shard {
     }
 
     fn apply(&mut self, req: &Request, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
-        match req {
-            Request::Get(_)
-            | Request::Set(_)
-            | Request::Del(_)
-            | Request::Exists(_)
-            | Request::IncrBy(_)
-            | Request::Expire(_)
-            | Request::Ttl(_)
-            | Request::HSet(_)
-            | Request::HGet(_)
-            | Request::HDel(_)
-            | Request::HIncrBy(_)
-            | Request::HGetAll(_)
-            | Request::Check(_)
-            | Request::Batch(_) => self.kv.apply(req, now, txn),
-            other => Err(RushError::internal(format!(
+        match req.opcode().service() {
+            Service::Kv => self.kv.apply(req, now, txn),
+            _ => Err(RushError::internal(format!(
                 "{} reached a shard but is not a shard request",
-                other.opcode().name()
+                req.opcode().name()
             ))),
         }
     }
@@ -256,5 +247,7 @@ impl Shard {
     fn tick(&mut self) {}
 
     /// A commit failed: forget in-memory state that may reflect it.
-    fn on_commit_failure(&mut self) {}
+    fn on_commit_failure(&mut self) {
+        self.segments.clear();
+    }
 }

@@ -74,6 +74,16 @@ impl<'s> Txn<'s> {
         self.staged_ranges.push((from, to));
     }
 
+    /// Write straight into the group, whatever becomes of the current
+    /// request. For reservations that must land once made (ID segment
+    /// high-water marks): the in-memory state has already moved on.
+    pub fn put_unconditional(&mut self, key: Vec<u8>, value: Vec<u8>, sync: bool) {
+        self.batch.put_cf(self.storage.cf(self.shard), &key, &value);
+        self.applied.insert(key, Some(value));
+        self.sync |= sync;
+        self.has_writes = true;
+    }
+
     /// The current request must be fsynced before it is answered.
     pub fn require_sync(&mut self) {
         self.staged_sync = true;

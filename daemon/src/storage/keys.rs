@@ -6,9 +6,13 @@
 //! The meta column family holds node-wide records under fixed names.
 
 /// Keyspace bytes. Each service owns its own; values never mix across them.
+/// Ranges: 0x01–0x0f core, 0x10–0x1f short links, 0x20–0x2f purchase limits,
+/// 0x30–0x3f catalog, 0x40–0x4f red envelopes.
 pub mod ks {
     /// Generic keys: strings and hashes (GET/SET/HSET…).
     pub const KV: u8 = 0x01;
+    /// ID segment high-water marks: `kind: u8` → `u64` (see `segments`).
+    pub const SEQUENCE: u8 = 0x02;
 }
 
 /// Meta column family record names.
@@ -64,6 +68,11 @@ impl KeyBuf {
 /// A generic key's storage key.
 pub fn kv(slot: u16, key: &[u8]) -> Vec<u8> {
     KeyBuf::new(slot, ks::KV).tail(key).build()
+}
+
+/// The high-water mark of one ID sequence of a slot.
+pub fn sequence(slot: u16, kind: u8) -> Vec<u8> {
+    KeyBuf::new(slot, ks::SEQUENCE).u8(kind).build()
 }
 
 /// The slot a storage key belongs to.

@@ -2,17 +2,22 @@
 //!
 //! The expiry sits at a fixed offset in every value of every keyspace, so the
 //! compaction filter can drop expired values without knowing their kind, and
-//! every read can treat an expired value as absent.
+//! every read can treat an expired value as absent. Every value written to a
+//! shard column family must have this header — the filter reads bytes 1..9 of
+//! whatever it finds.
 
 use std::collections::BTreeMap;
 
 pub const HEADER: usize = 9;
 
-/// Value kinds. A read of the wrong kind is WRONG_TYPE (generic keys) or a
+/// Value kinds (ranges as for keyspaces: 0x01–0x0f core, 0x10 links, 0x20
+/// limits, 0x30 catalog, 0x40 envelopes). A read of the wrong kind is WRONG_TYPE (generic keys) or a
 /// corruption (service keyspaces).
 pub mod kind {
     pub const STRING: u8 = 1;
     pub const HASH: u8 = 2;
+    /// An ID sequence's high-water mark (`u64`).
+    pub const SEQUENCE: u8 = 3;
 }
 
 #[derive(Debug, thiserror::Error)]

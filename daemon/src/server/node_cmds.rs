@@ -3,9 +3,10 @@
 
 use super::conn::{ConnState, ReplySink};
 use super::NodeShared;
+use crate::shard::{Job, ReplyTo};
 use rush_protocol::cmd::{ClusterNode, ClusterSlotsReply, HelloReply, InfoReply, Pong, SlotRange};
 use rush_protocol::frame::VERSION;
-use rush_protocol::{ErrorCode, Reply, Request, RushError, SLOTS};
+use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, SLOTS};
 use std::sync::Arc;
 
 pub fn handle(node: &Arc<NodeShared>, state: &mut ConnState, request: Request, sink: ReplySink) {
@@ -138,12 +139,49 @@ pub async fn fan_out(node: Arc<NodeShared>, request: Request, sink: ReplySink) {
                 .map(|_| Reply::Compact(()))
                 .map_err(|e| RushError::internal(format!("compaction task: {e}")))
         }
-        other => Err(RushError::internal(format!(
-            "{} does not run on every shard",
-            other.opcode().name()
-        ))),
+        other => {
+            let opcode = other.opcode();
+            broadcast(&node, other)
+                .await
+                .and_then(|replies| combine(opcode, replies))
+        }
     };
     sink.send(result)
+}
+
+/// Send a request to every shard's queue and collect the answers in shard
+/// order. The first error (e.g. BUSY from a full queue) is the answer.
+pub async fn broadcast(node: &NodeShared, request: Request) -> Result<Vec<Reply>, RushError> {
+    let mut waiting = Vec::with_capacity(node.shards.len());
+    for shard in &node.shards {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job = Job {
+            request: request.clone(),
+            reply: ReplyTo::Once(tx),
+        };
+        if let Err((_, e)) = shard.submit(job) {
+            return Err(e);
+        }
+        waiting.push(rx);
+    }
+    let mut replies = Vec::with_capacity(waiting.len());
+    for rx in waiting {
+        let r = rx
+            .await
+            .map_err(|_| RushError::unavailable("a shard stopped before answering"))?;
+        replies.push(r?);
+    }
+    Ok(replies)
+}
+
+/// Merge per-shard answers of a request that ran on every shard.
+fn combine(opcode: Opcode, replies: Vec<Reply>) -> Result<Reply, RushError> {
+    // Each service that broadcasts adds how its answers merge, by opcode.
+    let _ = replies;
+    Err(RushError::internal(format!(
+        "{} does not run on every shard",
+        opcode.name()
+    )))
 }
 
 async fn clock_advance(node: &NodeShared, ms: u64) -> Result<Reply, RushError> {

@@ -207,23 +207,11 @@ impl Shard {
             txn.finish_request(result.is_ok());
             results.push(result);
         }
-        if let Some((batch, sync)) = txn.into_commit() {
-            let started = Instant::now();
-            let outcome = storage.write(batch, sync);
-            self.ctx
-                .metrics
-                .commit_seconds
-                .observe(started.elapsed().as_secs_f64());
-            if let Err(e) = outcome {
-                // Nothing of this group is on disk. Reads in it may have seen
-                // writes that never happened, so every answer becomes an
-                // error, and in-memory state derived from them is dropped.
-                tracing::error!(shard = self.id, error = %e, "group commit failed; answering UNAVAILABLE");
-                let err = RushError::unavailable(format!("storage write failed: {e}"));
-                for r in results.iter_mut() {
-                    *r = Err(err.clone());
-                }
-                self.on_commit_failure();
+        if let Err(err) = self.commit(txn) {
+            // Nothing of this group is on disk. Reads in it may have seen
+            // writes that never happened, so every answer becomes an error.
+            for r in results.iter_mut() {
+                *r = Err(err.clone());
             }
         }
         self.ctx.metrics.batch_size.observe(jobs.len() as f64);
@@ -242,9 +230,38 @@ impl Shard {
         }
     }
 
-    /// Periodic work: expiry sweeps, segment prefetch, refunds. Its writes
-    /// commit like a request's.
-    fn tick(&mut self) {}
+    /// Commit a group's writes, if any: one WriteBatch, synced if any
+    /// request needs it. On failure, in-memory state that may reflect the
+    /// lost writes is dropped and the error to answer with is returned.
+    fn commit(&mut self, txn: Txn) -> Result<(), RushError> {
+        let Some((batch, sync)) = txn.into_commit() else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let outcome = self.ctx.storage.write(batch, sync);
+        self.ctx
+            .metrics
+            .commit_seconds
+            .observe(started.elapsed().as_secs_f64());
+        outcome.map_err(|e| {
+            tracing::error!(shard = self.id, error = %e, "group commit failed; answering UNAVAILABLE");
+            self.on_commit_failure();
+            RushError::unavailable(format!("storage write failed: {e}"))
+        })
+    }
+
+    /// Periodic work (expiry sweeps, refunds): services' timers stage writes
+    /// in one group that commits like requests do.
+    fn tick(&mut self) {
+        let storage = self.ctx.storage.clone();
+        let _now = self.ctx.clock.now_ms();
+        let txn = Txn::new(&storage, self.id);
+        // Services' timers run here, each finishing its writes with
+        // `txn.finish_request(ok)`.
+        if let Err(e) = self.commit(txn) {
+            tracing::warn!(shard = self.id, error = %e, "timer writes failed; they run again next tick");
+        }
+    }
 
     /// A commit failed: forget in-memory state that may reflect it.
     fn on_commit_failure(&mut self) {

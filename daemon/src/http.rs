@@ -9,10 +9,12 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use tokio::net::TcpListener;
 
-pub async fn serve(listener: TcpListener, node: Arc<NodeShared>) {
+/// The handlers hold the node weakly: an open scrape connection must not keep
+/// the node (and its RocksDB) alive after shutdown.
+pub async fn serve(listener: TcpListener, node: Weak<NodeShared>) {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/health", get(health))
@@ -23,7 +25,15 @@ pub async fn serve(listener: TcpListener, node: Arc<NodeShared>) {
     }
 }
 
-async fn metrics(State(node): State<Arc<NodeShared>>) -> impl IntoResponse {
+fn gone() -> axum::response::Response {
+    (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
+}
+
+async fn metrics(State(node): State<Weak<NodeShared>>) -> axum::response::Response {
+    let Some(node) = node.upgrade() else {
+        return gone();
+    };
+    let node: Arc<NodeShared> = node;
     let m = &node.metrics;
     for (i, s) in node.shards.iter().enumerate() {
         m.queue_depth
@@ -41,16 +51,18 @@ async fn metrics(State(node): State<Arc<NodeShared>>) -> impl IntoResponse {
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         m.render(),
     )
+        .into_response()
 }
 
 async fn health() -> &'static str {
     "ok\n"
 }
 
-async fn ready(State(node): State<Arc<NodeShared>>) -> impl IntoResponse {
-    if node.ready.load(Ordering::SeqCst) {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+async fn ready(State(node): State<Weak<NodeShared>>) -> axum::response::Response {
+    match node.upgrade() {
+        Some(node) if node.ready.load(Ordering::SeqCst) => {
+            (StatusCode::OK, "ready\n").into_response()
+        }
+        _ => (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response(),
     }
 }

@@ -260,7 +260,8 @@ fn dispatch(
                     format!("{} needs the admin token", request.opcode().name()),
                 )));
             }
-            tokio::spawn(node_cmds::fan_out(node.clone(), request, sink));
+            node.tasks
+                .spawn(node_cmds::fan_out(node.clone(), request, sink));
         }
     }
 }

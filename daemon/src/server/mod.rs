@@ -37,6 +37,10 @@ pub struct NodeShared {
     pub global_bytes: Arc<Semaphore>,
     /// Required in HELLO when set. Never logged.
     pub auth_token: Option<String>,
+    /// Every task that holds this node (connections, requests that run on
+    /// all shards): shutdown waits for them, so the storage is closed when
+    /// `shutdown` returns.
+    pub tasks: tokio_util::task::TaskTracker,
 }
 
 /// A node that is serving.
@@ -47,7 +51,6 @@ pub struct Running {
     shutdown_tx: watch::Sender<bool>,
     accept: JoinHandle<()>,
     http: Option<JoinHandle<()>>,
-    connections: tokio_util::task::TaskTracker,
     shard_threads: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -81,9 +84,15 @@ impl Running {
         node.ready.store(false, Ordering::SeqCst);
         let _ = self.shutdown_tx.send(true);
         let _ = self.accept.await;
-        self.connections.close();
+        if let Some(http) = self.http {
+            http.abort();
+            let _ = http.await;
+        }
+        node.tasks.close();
         let drain = Duration::from_secs(node.config.server.drain_timeout_secs);
-        if tokio::time::timeout(drain, self.connections.wait())
+        // Connections drain within the drain timeout, then their writers get
+        // as long again to flush.
+        if tokio::time::timeout(drain * 2, node.tasks.wait())
             .await
             .is_err()
         {
@@ -101,9 +110,12 @@ impl Running {
         .await
         .context("joining shard threads")?;
         node.storage.flush().context("flushing storage")?;
-        if let Some(http) = self.http {
-            http.abort();
+        if Arc::strong_count(&node) > 1 {
+            tracing::warn!(
+                "node state still referenced after shutdown; storage closes when released"
+            );
         }
+        drop(node);
         tracing::info!("stopped");
         Ok(())
     }
@@ -172,16 +184,11 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         started: Instant::now(),
         ready: AtomicBool::new(false),
         connections: AtomicUsize::new(0),
+        tasks: tokio_util::task::TaskTracker::new(),
     });
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let connections = tokio_util::task::TaskTracker::new();
-    let accept = tokio::spawn(accept_loop(
-        listener,
-        node.clone(),
-        shutdown_rx.clone(),
-        connections.clone(),
-    ));
-    let http = http_listener.map(|l| tokio::spawn(crate::http::serve(l, node.clone())));
+    let accept = tokio::spawn(accept_loop(listener, node.clone(), shutdown_rx));
+    let http = http_listener.map(|l| tokio::spawn(crate::http::serve(l, Arc::downgrade(&node))));
     node.ready.store(true, Ordering::SeqCst);
     tracing::info!(%addr, http = %http_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), shards = node.shards.len(), node = %node.node_id, "rushd ready");
     Ok(Running {
@@ -191,7 +198,6 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         shutdown_tx,
         accept,
         http,
-        connections,
         shard_threads: threads,
     })
 }
@@ -224,7 +230,6 @@ async fn accept_loop(
     listener: TcpListener,
     node: Arc<NodeShared>,
     mut shutdown: watch::Receiver<bool>,
-    tracker: tokio_util::task::TaskTracker,
 ) {
     loop {
         let (stream, _peer) = tokio::select! {
@@ -249,7 +254,8 @@ async fn accept_loop(
         node.metrics.connections_total.inc();
         node.metrics.connections.inc();
         let (node, shutdown) = (node.clone(), shutdown.clone());
-        tracker.spawn(async move {
+        let tasks = node.tasks.clone();
+        tasks.spawn(async move {
             conn::serve(stream, node.clone(), shutdown).await;
             node.connections.fetch_sub(1, Ordering::SeqCst);
             node.metrics.connections.dec();

@@ -157,3 +157,74 @@ async fn sigterm_drains_and_exits_cleanly() {
         Some(&b"shutdown"[..])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_reconnects_and_retries_idempotent_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Spawned::start(dir.path(), &[]);
+    let addr = daemon.addr.to_string();
+    let client = Client::connect_with(
+        &addr,
+        ClientOptions {
+            retry_deadline: Duration::from_secs(60),
+            ..ClientOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    client.set("k", "v").await.unwrap();
+    daemon.kill9();
+    // The node comes back on the same address (its start takes a while)
+    // while the client finds the connection dead and keeps retrying.
+    let restart = {
+        let (dir, addr) = (dir.path().to_path_buf(), addr.clone());
+        std::thread::spawn(move || Spawned::start_on(&dir, &addr, &[]))
+    };
+    assert_eq!(client.get("k").await.unwrap().as_deref(), Some(&b"v"[..]));
+    let _daemon = restart.join().unwrap();
+    // A non-idempotent request is never resent blindly, but works on the new
+    // connection.
+    assert_eq!(client.incr_by("n", 1).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn a_full_shard_queue_answers_busy_and_loses_nothing() {
+    let node = TestNode::start_with(|c| {
+        c.storage.queue_depth = 1;
+        c.storage.max_batch = 1;
+    })
+    .await;
+    let conn = rush_client::Connection::connect(&node.addr().to_string(), Duration::from_secs(5))
+        .await
+        .unwrap();
+    let t = Duration::from_secs(30);
+    let calls = (0..2_000).map(|i| {
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            let set = rush_client::protocol::cmd::Set::new(format!("{{q}}{i}"), "v");
+            (i, conn.call(&set, t).await)
+        })
+    });
+    let mut busy = 0;
+    let mut written = Vec::new();
+    for c in calls.collect::<Vec<_>>() {
+        let (i, r) = c.await.unwrap();
+        match r {
+            Ok(true) => written.push(i),
+            Err(e) if e.code() == Some(rush_client::protocol::ErrorCode::Busy) => busy += 1,
+            other => panic!("request {i}: {other:?}"),
+        }
+    }
+    assert!(
+        busy > 0,
+        "a queue of 1 under 2,000 pipelined writes must push back"
+    );
+    for i in written.iter().copied() {
+        assert!(node.client.exists(format!("{{q}}{i}")).await.unwrap());
+    }
+    println!(
+        "busy: {busy} of 2000 answered BUSY, {} written",
+        written.len()
+    );
+    node.stop().await;
+}

@@ -108,15 +108,13 @@ impl Spawned {
     /// Start `rushd` on port 0 with `dir` as its data directory and wait for
     /// its "serving" line.
     pub fn start(dir: &Path, extra: &[&str]) -> Spawned {
+        Self::start_on(dir, "127.0.0.1:0", extra)
+    }
+
+    /// Like [`Spawned::start`] on a given listen address.
+    pub fn start_on(dir: &Path, listen: &str, extra: &[&str]) -> Spawned {
         let mut child = Command::new(env!("CARGO_BIN_EXE_rushd"))
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--http",
-                "127.0.0.1:0",
-                "--shards",
-                "2",
-            ])
+            .args(["--listen", listen, "--http", "127.0.0.1:0", "--shards", "2"])
             .arg("--data")
             .arg(dir)
             .args(extra)

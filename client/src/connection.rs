@@ -10,9 +10,50 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
+
+/// TLS settings for a connection: the verifier (trusted roots) and the name
+/// the server's certificate must carry.
+#[derive(Clone)]
+pub struct Tls {
+    pub connector: tokio_rustls::TlsConnector,
+    pub server_name: rustls::pki_types::ServerName<'static>,
+}
+
+impl Tls {
+    /// Trust the CA certificates in a PEM file; expect `server_name`.
+    pub fn from_ca_file(ca_file: &std::path::Path, server_name: &str) -> Result<Tls, ClientError> {
+        use rustls::pki_types::pem::PemObject;
+        let bad = |m: String| ClientError::Connect {
+            addr: server_name.to_string(),
+            message: m,
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca_file)
+            .map_err(|e| bad(format!("reading {}: {e}", ca_file.display())))?
+        {
+            let cert = cert.map_err(|e| bad(format!("reading {}: {e}", ca_file.display())))?;
+            roots
+                .add(cert)
+                .map_err(|e| bad(format!("CA certificate: {e}")))?;
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let server_name = rustls::pki_types::ServerName::try_from(server_name.to_string())
+            .map_err(|e| bad(format!("server name {server_name:?}: {e}")))?;
+        Ok(Tls {
+            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            server_name,
+        })
+    }
+}
 
 type Pending = Mutex<HashMap<u64, oneshot::Sender<Result<Frame, ClientError>>>>;
 
@@ -33,6 +74,15 @@ pub struct Connection {
 
 impl Connection {
     pub async fn connect(addr: &str, timeout: Duration) -> Result<Connection, ClientError> {
+        Self::connect_tls(addr, timeout, None).await
+    }
+
+    /// Connect, over TLS when `tls` is given.
+    pub async fn connect_tls(
+        addr: &str,
+        timeout: Duration,
+        tls: Option<&Tls>,
+    ) -> Result<Connection, ClientError> {
         let err = |message: String| ClientError::Connect {
             addr: addr.to_string(),
             message,
@@ -42,7 +92,30 @@ impl Connection {
             .map_err(|_| err(format!("timed out after {timeout:?}")))?
             .map_err(|e| err(e.to_string()))?;
         let _ = stream.set_nodelay(true);
-        let (rd, wr) = stream.into_split();
+        match tls {
+            None => {
+                let (rd, wr) = stream.into_split();
+                Ok(Self::start(rd, wr))
+            }
+            Some(tls) => {
+                let stream = tokio::time::timeout(
+                    timeout,
+                    tls.connector.connect(tls.server_name.clone(), stream),
+                )
+                .await
+                .map_err(|_| err(format!("TLS handshake timed out after {timeout:?}")))?
+                .map_err(|e| err(format!("TLS handshake: {e}")))?;
+                let (rd, wr) = tokio::io::split(stream);
+                Ok(Self::start(rd, wr))
+            }
+        }
+    }
+
+    fn start<R, W>(rd: R, wr: W) -> Connection
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let (tx, rx) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
             tx,
@@ -53,7 +126,7 @@ impl Connection {
         });
         tokio::spawn(write_loop(wr, rx, inner.clone()));
         tokio::spawn(read_loop(rd, inner.clone()));
-        Ok(Connection { inner })
+        Connection { inner }
     }
 
     pub fn is_closed(&self) -> bool {
@@ -143,8 +216,8 @@ fn close(inner: &Inner, reason: ClientError) {
     }
 }
 
-async fn write_loop(
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut wr: W,
     mut rx: mpsc::UnboundedReceiver<Bytes>,
     inner: Arc<Inner>,
 ) {
@@ -165,7 +238,7 @@ async fn write_loop(
     }
 }
 
-async fn read_loop(mut rd: tokio::net::tcp::OwnedReadHalf, inner: Arc<Inner>) {
+async fn read_loop<R: AsyncRead + Unpin>(mut rd: R, inner: Arc<Inner>) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         loop {

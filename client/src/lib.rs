@@ -20,7 +20,7 @@ mod duration;
 mod error;
 
 pub use batch::BatchBuilder;
-pub use connection::Connection;
+pub use connection::{Connection, Tls};
 pub use duration::{format_duration, parse_duration};
 pub use error::ClientError;
 pub use rush_protocol as protocol;
@@ -44,6 +44,16 @@ pub struct ClientOptions {
     pub retry_deadline: Duration,
     /// Also retry BUSY answers (the request was not applied) until the deadline.
     pub retry_busy: bool,
+    /// Connect over TLS.
+    pub tls: Option<Tls>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("server_name", &self.server_name)
+            .finish()
+    }
 }
 
 impl Default for ClientOptions {
@@ -55,6 +65,7 @@ impl Default for ClientOptions {
             request_timeout: Duration::from_secs(30),
             retry_deadline: Duration::from_secs(10),
             retry_busy: false,
+            tls: None,
         }
     }
 }
@@ -70,6 +81,14 @@ struct Inner {
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("addr", &self.inner.addr)
+            .finish()
+    }
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(20);
@@ -105,7 +124,8 @@ impl Client {
             }
         }
         let opts = &self.inner.opts;
-        let c = Connection::connect(&self.inner.addr, opts.connect_timeout).await?;
+        let c = Connection::connect_tls(&self.inner.addr, opts.connect_timeout, opts.tls.as_ref())
+            .await?;
         let hello = Hello {
             version: rush_protocol::frame::VERSION,
             token: opts.token.clone(),

@@ -48,6 +48,8 @@ pub struct Config {
     pub node: NodeConfig,
     pub server: ServerConfig,
     pub storage: StorageConfig,
+    pub auth: AuthConfig,
+    pub tls: TlsConfig,
     pub debug: DebugConfig,
 }
 
@@ -152,6 +154,26 @@ impl Default for StorageConfig {
     }
 }
 
+/// Shared-secret authentication (see `auth.rs`). Both unset: no auth.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Client tokens, one per line (`name:token` or `token`).
+    pub token_file: Option<PathBuf>,
+    /// Admin tokens, same format; they also allow admin requests.
+    pub admin_token_file: Option<PathBuf>,
+}
+
+/// TLS on the protocol listener. Both files or neither.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain.
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: Option<PathBuf>,
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DebugConfig {
@@ -235,6 +257,9 @@ impl Config {
                 "storage.queue_depth, storage.max_batch and storage.tick_ms must be positive"
                     .into(),
             );
+        }
+        if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
+            return bad("tls.cert_file and tls.key_file go together".into());
         }
         if self.storage.data_dir.as_os_str().is_empty() {
             return bad("storage.data_dir must not be empty".into());

@@ -2,6 +2,7 @@
 //! Bloom-guarded lookups and red envelopes. See DESIGN.md at the top of the
 //! repository for the shape; this crate is the library, `rushd` a thin main.
 
+pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod http;
@@ -11,6 +12,7 @@ pub mod segments;
 pub mod server;
 pub mod shard;
 pub mod storage;
+pub mod tls;
 
 pub use clock::Clock;
 pub use config::Config;

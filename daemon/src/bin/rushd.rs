@@ -31,6 +31,18 @@ struct Args {
     /// Shard threads (0 = one per core).
     #[arg(long, env = "RUSH_SHARDS")]
     shards: Option<usize>,
+    /// Client tokens, one per line (`name:token` or `token`): HELLO must present one.
+    #[arg(long, env = "RUSH_AUTH_TOKEN_FILE")]
+    auth_token_file: Option<PathBuf>,
+    /// Admin tokens, same format: they also allow admin requests.
+    #[arg(long, env = "RUSH_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<PathBuf>,
+    /// PEM certificate chain: serve the protocol over TLS (with --tls-key).
+    #[arg(long, env = "RUSH_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert.
+    #[arg(long, env = "RUSH_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Log filter (tracing's EnvFilter syntax).
     #[arg(long, env = "RUSH_LOG", default_value = "info")]
     log: String,
@@ -38,9 +50,12 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // Logs go to stderr; stdout carries only the "serving" line.
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
         .with_target(false)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let mut config = match &args.config {
         Some(path) => Config::load(path)?,
@@ -57,6 +72,16 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(v) = args.shards {
         config.storage.shards = v;
+    }
+    if let Some(v) = args.auth_token_file {
+        config.auth.token_file = Some(v);
+    }
+    if let Some(v) = args.admin_token_file {
+        config.auth.admin_token_file = Some(v);
+    }
+    if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
+        config.tls.cert_file = Some(cert);
+        config.tls.key_file = Some(key);
     }
     config.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -13,11 +13,10 @@ use crate::shard::{Job, ReplyTo};
 use crate::storage::keys::shard_of_slot;
 use bytes::BytesMut;
 use rush_protocol::frame::{self, FrameError, VERSION};
-use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, Target};
+use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, Service, Target};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
@@ -70,17 +69,58 @@ pub struct ConnState {
     pub admin: bool,
 }
 
-pub async fn serve(stream: TcpStream, node: Arc<NodeShared>, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(stream: TcpStream, node: Arc<NodeShared>, shutdown: watch::Receiver<bool>) {
     let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
+    match node.tls.clone() {
+        None => {
+            let (rd, wr) = stream.into_split();
+            serve_io(rd, wr, node, shutdown).await
+        }
+        Some(acceptor) => {
+            // The handshake must finish within the frame timeout, like any
+            // half-sent frame.
+            let limit = Duration::from_secs(node.config.server.frame_timeout_secs);
+            match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => {
+                    let (rd, wr) = tokio::io::split(tls);
+                    serve_io(rd, wr, node, shutdown).await
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "TLS handshake failed");
+                    node.metrics
+                        .connections_closed
+                        .with_label_values(&["tls handshake failed"])
+                        .inc();
+                }
+                Err(_) => {
+                    node.metrics
+                        .connections_closed
+                        .with_label_values(&["tls handshake timeout"])
+                        .inc();
+                }
+            }
+        }
+    }
+}
+
+async fn serve_io<R, W>(
+    mut rd: R,
+    wr: W,
+    node: Arc<NodeShared>,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (tx, rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(write_loop(wr, rx, node.clone()));
     let cfg = &node.config.server;
     let count = Arc::new(Semaphore::new(cfg.max_inflight_requests));
     let bytes = Arc::new(Semaphore::new(cfg.max_inflight_bytes / PERMIT_UNIT));
+    let open = !node.auth.required();
     let mut state = ConnState {
-        authenticated: node.auth_token.is_none(),
-        admin: node.auth_token.is_none(),
+        authenticated: open,
+        admin: open,
     };
     let max_frame = cfg.max_frame_bytes;
     let idle = Duration::from_secs(cfg.idle_timeout_secs);
@@ -241,6 +281,19 @@ fn dispatch(
         Ok(t) => t,
         Err(e) => return sink.send(Err(e)),
     };
+    // Admin requests: whatever runs on every shard, and the admin and
+    // cluster services (the cluster map itself is readable by anyone).
+    let admin_only = target == Target::AllShards
+        || matches!(
+            request.opcode().service(),
+            Service::Admin | Service::Cluster
+        );
+    if admin_only && !state.admin {
+        return sink.send(Err(RushError::new(
+            ErrorCode::Forbidden,
+            format!("{} needs the admin token", request.opcode().name()),
+        )));
+    }
     match target {
         Target::Node => node_cmds::handle(node, state, request, sink),
         Target::Slot(slot) => {
@@ -254,20 +307,14 @@ fn dispatch(
             }
         }
         Target::AllShards => {
-            if !state.admin {
-                return sink.send(Err(RushError::new(
-                    ErrorCode::Forbidden,
-                    format!("{} needs the admin token", request.opcode().name()),
-                )));
-            }
             node.tasks
                 .spawn(node_cmds::fan_out(node.clone(), request, sink));
         }
     }
 }
 
-async fn write_loop(
-    mut wr: OwnedWriteHalf,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut wr: W,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     node: Arc<NodeShared>,
 ) {

@@ -35,8 +35,10 @@ pub struct NodeShared {
     pub connections: AtomicUsize,
     /// Request bytes in flight over all connections (KiB permits).
     pub global_bytes: Arc<Semaphore>,
-    /// Required in HELLO when set. Never logged.
-    pub auth_token: Option<String>,
+    /// Tokens HELLO must present, when configured. Never logged.
+    pub auth: crate::auth::Auth,
+    /// TLS for the protocol listener, when configured.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// Every task that holds this node (connections, requests that run on
     /// all shards): shutdown waits for them, so the storage is closed when
     /// `shutdown` returns.
@@ -171,8 +173,20 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
     };
     let http_addr = http_listener.as_ref().map(|l| l.local_addr()).transpose()?;
 
+    let auth = crate::auth::Auth::load(
+        config.auth.token_file.as_deref(),
+        config.auth.admin_token_file.as_deref(),
+    )?;
+    let tls = match (&config.tls.cert_file, &config.tls.key_file) {
+        (Some(cert), Some(key)) => Some(crate::tls::acceptor(cert, key)?),
+        _ => None,
+    };
+    if auth.required() {
+        tracing::info!(tokens = ?auth, "authentication required");
+    }
     let node = Arc::new(NodeShared {
-        auth_token: None,
+        auth,
+        tls,
         global_bytes: Arc::new(Semaphore::new(config.server.global_inflight_bytes / 1024)),
         config,
         storage,

@@ -3,6 +3,7 @@
 
 use super::conn::{ConnState, ReplySink};
 use super::NodeShared;
+use crate::auth::Role;
 use crate::shard::{Job, ReplyTo};
 use rush_protocol::cmd::{ClusterNode, ClusterSlotsReply, HelloReply, InfoReply, Pong, SlotRange};
 use rush_protocol::frame::VERSION;
@@ -23,11 +24,6 @@ pub fn handle(node: &Arc<NodeShared>, state: &mut ConnState, request: Request, s
     sink.send(result)
 }
 
-/// Compare secrets in time independent of where they differ.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 fn hello(
     node: &NodeShared,
     state: &mut ConnState,
@@ -42,14 +38,16 @@ fn hello(
             ),
         ));
     }
-    if let Some(expected) = &node.auth_token {
-        match &h.token {
-            Some(t) if same_secret(t.as_bytes(), expected.as_bytes()) => {
+    if node.auth.required() {
+        match h.token.as_deref().and_then(|t| node.auth.check(t)) {
+            Some((role, name)) => {
                 state.authenticated = true;
-                state.admin = true;
+                state.admin = role == Role::Admin;
+                tracing::debug!(client = %h.client, token = name, ?role, "authenticated");
             }
-            _ => {
+            None => {
                 node.metrics.auth_failures.inc();
+                // The client's name only: never the token.
                 tracing::warn!(client = %h.client, "HELLO with a wrong or missing token");
                 return Err(RushError::new(
                     ErrorCode::Unauthorized,

@@ -45,7 +45,7 @@ impl TestNode {
         let running = rush_daemon::start(config.clone(), clock.clone())
             .await
             .expect("daemon starts");
-        let client = connect(running.addr()).await;
+        let client = connect_as(running.addr(), admin_token(&config)).await;
         TestNode {
             dir,
             config,
@@ -79,7 +79,7 @@ impl TestNode {
         let running = rush_daemon::start(self.config.clone(), self.clock.clone())
             .await
             .expect("daemon restarts");
-        self.client = connect(running.addr()).await;
+        self.client = connect_as(running.addr(), admin_token(&self.config)).await;
         self.running = Some(running);
     }
 
@@ -91,9 +91,33 @@ impl TestNode {
 }
 
 pub async fn connect(addr: SocketAddr) -> Client {
-    Client::connect_with(&addr.to_string(), ClientOptions::default())
+    connect_as(addr, None).await
+}
+
+pub async fn connect_as(addr: SocketAddr, token: Option<String>) -> Client {
+    let opts = ClientOptions {
+        token,
+        ..ClientOptions::default()
+    };
+    Client::connect_with(&addr.to_string(), opts)
         .await
         .expect("client connects")
+}
+
+/// The first admin token of a node's config (`name:secret` lines), so a test
+/// node's own client may do everything.
+fn admin_token(config: &Config) -> Option<String> {
+    let text = std::fs::read_to_string(config.auth.admin_token_file.as_ref()?).ok()?;
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))?;
+    Some(
+        line.split_once(':')
+            .map(|(_, s)| s)
+            .unwrap_or(line)
+            .to_string(),
+    )
 }
 
 /// A `rushd` child process.
@@ -113,14 +137,27 @@ impl Spawned {
 
     /// Like [`Spawned::start`] on a given listen address.
     pub fn start_on(dir: &Path, listen: &str, extra: &[&str]) -> Spawned {
+        Self::launch(dir, listen, extra, None)
+    }
+
+    /// Like [`Spawned::start`], logging at debug level into `log`.
+    pub fn start_logging(dir: &Path, extra: &[&str], log: &Path) -> Spawned {
+        Self::launch(dir, "127.0.0.1:0", extra, Some(log))
+    }
+
+    fn launch(dir: &Path, listen: &str, extra: &[&str], log: Option<&Path>) -> Spawned {
+        let stderr = match log {
+            Some(p) => Stdio::from(std::fs::File::create(p).expect("log file")),
+            None => Stdio::inherit(),
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_rushd"))
             .args(["--listen", listen, "--http", "127.0.0.1:0", "--shards", "2"])
             .arg("--data")
             .arg(dir)
             .args(extra)
-            .env("RUSH_LOG", "warn")
+            .env("RUSH_LOG", if log.is_some() { "debug" } else { "warn" })
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawn rushd");
         let stdout = child.stdout.take().expect("stdout");

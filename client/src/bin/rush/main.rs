@@ -22,6 +22,12 @@ struct Cli {
     /// Token for HELLO, when the node requires one.
     #[arg(long, env = "RUSH_TOKEN", global = true, hide_env_values = true)]
     token: Option<String>,
+    /// Connect over TLS, trusting the CA certificates in this PEM file.
+    #[arg(long, env = "RUSH_TLS_CA", global = true)]
+    tls_ca: Option<std::path::PathBuf>,
+    /// The name the server's certificate must carry (default: the host of --addr).
+    #[arg(long, global = true)]
+    tls_name: Option<String>,
     /// Seconds to wait for an answer.
     #[arg(long, default_value_t = 30, global = true)]
     timeout: u64,
@@ -121,7 +127,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         println!("{}", rush_client::protocol::key_slot(key.as_bytes()));
         return Ok(ExitCode::SUCCESS);
     }
+    let tls = match &cli.tls_ca {
+        Some(ca) => {
+            let host = cli
+                .addr
+                .rsplit_once(':')
+                .map(|(h, _)| h)
+                .unwrap_or(&cli.addr);
+            let name = cli.tls_name.as_deref().unwrap_or(host);
+            Some(rush_client::Tls::from_ca_file(ca, name)?)
+        }
+        None => None,
+    };
     let opts = ClientOptions {
+        tls,
         token: cli.token.clone(),
         client_name: "rush-cli".into(),
         request_timeout: Duration::from_secs(cli.timeout),

@@ -219,7 +219,7 @@ async fn a_full_shard_queue_answers_busy_and_loses_nothing() {
         busy > 0,
         "a queue of 1 under 2,000 pipelined writes must push back"
     );
-    for i in written {
+    for i in &written {
         assert!(node.client.exists(format!("{{q}}{i}")).await.unwrap());
     }
     println!(

@@ -15,6 +15,7 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 pub const DEFAULT_MAX_INFLIGHT_REQUESTS: usize = 4096;
 pub const DEFAULT_MAX_INFLIGHT_BYTES: usize = 32 << 20;
 pub const DEFAULT_GLOBAL_INFLIGHT_BYTES: usize = 1 << 30;
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 << 20;
 pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 300;
 pub const DEFAULT_FRAME_TIMEOUT_SECS: u64 = 30;
 pub const DEFAULT_WRITE_TIMEOUT_SECS: u64 = 30;
@@ -79,6 +80,9 @@ pub struct ServerConfig {
     pub max_inflight_bytes: usize,
     /// Request bytes all connections together may have in flight.
     pub global_inflight_bytes: usize,
+    /// Encoded answers one connection may have waiting to be written. Past
+    /// half of it the connection isn't read; past all of it it is closed.
+    pub max_output_bytes: usize,
     /// Tokio I/O threads; 0 = half the cores (at least 1). Shards have their own.
     pub io_threads: usize,
     /// A connection with nothing in flight and nothing received for this long is closed.
@@ -101,6 +105,7 @@ impl Default for ServerConfig {
             max_inflight_requests: DEFAULT_MAX_INFLIGHT_REQUESTS,
             max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
             global_inflight_bytes: DEFAULT_GLOBAL_INFLIGHT_BYTES,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             io_threads: 0,
             idle_timeout_secs: DEFAULT_IDLE_TIMEOUT_SECS,
             frame_timeout_secs: DEFAULT_FRAME_TIMEOUT_SECS,
@@ -242,6 +247,9 @@ impl Config {
             return bad(
                 "server.global_inflight_bytes must be at least server.max_inflight_bytes".into(),
             );
+        }
+        if self.server.max_output_bytes < 64 * 1024 {
+            return bad("server.max_output_bytes must be at least 64 KiB".into());
         }
         if self.server.max_inflight_requests == 0 || self.server.max_connections == 0 {
             return bad(

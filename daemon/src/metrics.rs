@@ -57,7 +57,7 @@ impl Metrics {
             HistogramVec::new(
                 HistogramOpts::new(
                     "request_duration_seconds",
-                    "From a whole frame received to its answer written",
+                    "From a whole frame received to its answer encoded",
                 )
                 .buckets(LATENCY_BUCKETS.to_vec()),
                 &["op"],

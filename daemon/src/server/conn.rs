@@ -1,24 +1,33 @@
 //! One client connection: a reader that decodes frames and routes requests,
-//! and a writer that encodes answers in whatever order they complete.
+//! and a writer that sends answers in whatever order they complete.
 //!
-//! Memory per connection is bounded: the read buffer holds at most one frame
-//! of `max_frame_bytes` (a larger announced length is refused before reading
-//! it), and every request holds permits — per-connection count and bytes, and
-//! node-wide bytes — until its answer has been written. A client that stops
-//! reading answers stops being read (TCP pushes back), and one that doesn't
-//! take its answers for `write_timeout` is disconnected, which frees them.
+//! Memory per connection is bounded on both sides:
+//! - Requests: the read buffer holds at most one frame of `max_frame_bytes`
+//!   (a larger announced length is refused before reading it), and every
+//!   request holds permits — per-connection count and bytes, node-wide bytes
+//!   — until its answer has been written. At the limit the connection is not
+//!   read, so TCP pushes back on the client.
+//! - Answers: each answer is encoded where it is produced and counted against
+//!   the connection's output budget (`max_output_bytes`). Past half of it the
+//!   reader stops taking requests; an answer that would go past all of it
+//!   (the client isn't reading, or asks for more than it takes) closes the
+//!   connection instead of growing memory. A client that doesn't take its
+//!   answers for `write_timeout_secs` is disconnected too.
 
 use super::{node_cmds, NodeShared};
+use crate::metrics::Metrics;
 use crate::shard::{Job, ReplyTo};
 use crate::storage::keys::shard_of_slot;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use rush_protocol::frame::{self, FrameError, VERSION};
+use rush_protocol::limits::MAX_FRAME_CEILING;
 use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, Service, Target};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Byte permits are counted in KiB so a semaphore (u32 permits) covers GiBs.
 const PERMIT_UNIT: usize = 1024;
@@ -32,18 +41,30 @@ pub struct Permits {
     _global: OwnedSemaphorePermit,
 }
 
-/// One answer on its way to the writer.
-pub struct Outgoing {
-    request_id: u64,
-    opcode: u8,
-    started: Instant,
-    result: Result<Reply, RushError>,
+/// One encoded answer on its way to the writer.
+struct Outgoing {
+    bytes: Bytes,
     _permits: Option<Permits>,
+}
+
+/// A connection's answers not yet written: the output budget.
+struct Output {
+    queued: AtomicUsize,
+    limit: usize,
+    /// Set when an answer didn't fit: the connection is closed.
+    overflowed: AtomicBool,
+    /// Signalled by the writer after each write.
+    drained: Notify,
+    /// Signalled once, when `overflowed` is set (`notify_one` keeps the
+    /// signal for a reader that isn't waiting yet).
+    closing: Notify,
+    metrics: Arc<Metrics>,
 }
 
 /// Where a request's answer goes; consumed by sending.
 pub struct ReplySink {
     tx: mpsc::UnboundedSender<Outgoing>,
+    output: Arc<Output>,
     request_id: u64,
     opcode: u8,
     started: Instant,
@@ -51,15 +72,66 @@ pub struct ReplySink {
 }
 
 impl ReplySink {
+    /// Nobody will read this answer (the connection closed or overflowed):
+    /// the request need not even run.
+    pub fn is_abandoned(&self) -> bool {
+        self.tx.is_closed() || self.output.overflowed.load(Ordering::Relaxed)
+    }
+
+    /// Encode the answer here (on the shard, or wherever it was produced) and
+    /// queue it for the writer, within the connection's output budget.
     pub fn send(self, result: Result<Reply, RushError>) {
+        if self.is_abandoned() {
+            return;
+        }
+        let mut buf = BytesMut::new();
+        let outcome = match &result {
+            Ok(reply) => {
+                frame::encode_ok(&mut buf, self.opcode, self.request_id, |b| {
+                    reply.encode_body(b)
+                });
+                if buf.len() > MAX_FRAME_CEILING {
+                    buf.clear();
+                    let e = RushError::new(
+                        ErrorCode::TooLarge,
+                        "the answer is larger than a frame may be; ask for less at once",
+                    );
+                    frame::encode_error(&mut buf, self.opcode, self.request_id, &e);
+                    Err(e.code)
+                } else {
+                    Ok(())
+                }
+            }
+            Err(e) => {
+                frame::encode_error(&mut buf, self.opcode, self.request_id, e);
+                Err(e.code)
+            }
+        };
+        let out = &self.output;
+        out.metrics
+            .observe(self.opcode, outcome, self.started.elapsed().as_secs_f64());
+        let len = buf.len();
+        let queued = out.queued.fetch_add(len, Ordering::SeqCst);
+        if queued > 0 && queued + len > out.limit {
+            // The client isn't taking its answers: close rather than grow.
+            out.queued.fetch_sub(len, Ordering::SeqCst);
+            if !out.overflowed.swap(true, Ordering::SeqCst) {
+                out.drained.notify_waiters();
+                out.closing.notify_one();
+            }
+            return;
+        }
         // If the connection is gone the answer (and its permits) are dropped.
-        let _ = self.tx.send(Outgoing {
-            request_id: self.request_id,
-            opcode: self.opcode,
-            started: self.started,
-            result,
-            _permits: self.permits,
-        });
+        if self
+            .tx
+            .send(Outgoing {
+                bytes: buf.freeze(),
+                _permits: self.permits,
+            })
+            .is_err()
+        {
+            out.queued.fetch_sub(len, Ordering::SeqCst);
+        }
     }
 }
 
@@ -113,8 +185,16 @@ async fn serve_io<R, W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, rx) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_loop(wr, rx, node.clone()));
     let cfg = &node.config.server;
+    let output = Arc::new(Output {
+        queued: AtomicUsize::new(0),
+        limit: cfg.max_output_bytes,
+        overflowed: AtomicBool::new(false),
+        drained: Notify::new(),
+        closing: Notify::new(),
+        metrics: node.metrics.clone(),
+    });
+    let writer = tokio::spawn(write_loop(wr, rx, node.clone(), output.clone()));
     let count = Arc::new(Semaphore::new(cfg.max_inflight_requests));
     let bytes = Arc::new(Semaphore::new(cfg.max_inflight_bytes / PERMIT_UNIT));
     let open = !node.auth.required();
@@ -132,6 +212,21 @@ async fn serve_io<R, W>(
         loop {
             match frame::parse(&mut buf, max_frame) {
                 Ok(Some(f)) => {
+                    // Don't take more work while half the output budget is
+                    // still unwritten.
+                    loop {
+                        let drained = output.drained.notified();
+                        if output.overflowed.load(Ordering::SeqCst) {
+                            break 'conn "output over limit";
+                        }
+                        if output.queued.load(Ordering::SeqCst) <= output.limit / 2 {
+                            break;
+                        }
+                        tokio::select! {
+                            _ = drained => {}
+                            _ = tx.closed() => break 'conn "writer closed",
+                        }
+                    }
                     let size = f.body.len() + frame::HEADER_LEN;
                     let permits = tokio::select! {
                         p = acquire(&node, &count, &bytes, size) => p,
@@ -139,6 +234,7 @@ async fn serve_io<R, W>(
                     };
                     let sink = ReplySink {
                         tx: tx.clone(),
+                        output: output.clone(),
                         request_id: f.header.request_id,
                         opcode: f.header.opcode,
                         started: Instant::now(),
@@ -166,13 +262,18 @@ async fn serve_io<R, W>(
                         FrameError::TooLarge { .. } => ErrorCode::TooLarge,
                         _ => ErrorCode::BadRequest,
                     };
-                    let _ = tx.send(Outgoing {
+                    let sink = ReplySink {
+                        tx: tx.clone(),
+                        output: output.clone(),
                         request_id,
                         opcode,
                         started: Instant::now(),
-                        result: Err(RushError::new(code, format!("{e}; closing the connection"))),
-                        _permits: None,
-                    });
+                        permits: None,
+                    };
+                    sink.send(Err(RushError::new(
+                        code,
+                        format!("{e}; closing the connection"),
+                    )));
                     break 'conn reason;
                 }
             }
@@ -205,6 +306,7 @@ async fn serve_io<R, W>(
             }
             _ = shutdown.changed() => break "shutdown",
             _ = tx.closed() => break "writer closed",
+            _ = output.closing.notified() => break "output over limit",
         }
     };
     node.metrics
@@ -213,10 +315,14 @@ async fn serve_io<R, W>(
         .inc();
     tracing::debug!(reason, "connection closing");
     // Answers still in flight are written; the writer ends when the last
-    // sink is dropped, or after the drain timeout.
+    // sink is dropped. A client that isn't reading gets no more time.
     drop(tx);
-    let drain = Duration::from_secs(node.config.server.drain_timeout_secs);
-    let _ = tokio::time::timeout(drain, writer).await;
+    let mut writer = writer;
+    if reason != "output over limit" {
+        let drain = Duration::from_secs(node.config.server.drain_timeout_secs);
+        let _ = tokio::time::timeout(drain, &mut writer).await;
+    }
+    writer.abort();
 }
 
 async fn acquire(
@@ -317,17 +423,21 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     mut wr: W,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     node: Arc<NodeShared>,
+    output: Arc<Output>,
 ) {
     let timeout = Duration::from_secs(node.config.server.write_timeout_secs);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut written: Vec<Outgoing> = Vec::new();
     while let Some(first) = rx.recv().await {
-        encode(&node, &mut buf, &first);
+        if output.overflowed.load(Ordering::SeqCst) {
+            break;
+        }
+        buf.extend_from_slice(&first.bytes);
         written.push(first);
         while buf.len() < WRITE_CHUNK {
             match rx.try_recv() {
                 Ok(o) => {
-                    encode(&node, &mut buf, &o);
+                    buf.extend_from_slice(&o.bytes);
                     written.push(o);
                 }
                 Err(_) => break,
@@ -345,6 +455,8 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 return;
             }
         }
+        output.queued.fetch_sub(buf.len(), Ordering::SeqCst);
+        output.drained.notify_waiters();
         buf.clear();
         // Dropping the answers releases their permits.
         written.clear();
@@ -353,19 +465,4 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         }
     }
     let _ = wr.shutdown().await;
-}
-
-fn encode(node: &NodeShared, buf: &mut BytesMut, o: &Outgoing) {
-    let outcome = match &o.result {
-        Ok(reply) => {
-            frame::encode_ok(buf, o.opcode, o.request_id, |b| reply.encode_body(b));
-            Ok(())
-        }
-        Err(e) => {
-            frame::encode_error(buf, o.opcode, o.request_id, e);
-            Err(e.code)
-        }
-    };
-    node.metrics
-        .observe(o.opcode, outcome, o.started.elapsed().as_secs_f64());
 }

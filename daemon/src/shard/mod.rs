@@ -31,6 +31,14 @@ pub enum ReplyTo {
 }
 
 impl ReplyTo {
+    /// True when nobody waits for the answer any more.
+    pub fn is_abandoned(&self) -> bool {
+        match self {
+            ReplyTo::Conn(sink) => sink.is_abandoned(),
+            ReplyTo::Once(tx) => tx.is_closed(),
+        }
+    }
+
     pub fn send(self, result: Result<Reply, RushError>) {
         match self {
             ReplyTo::Conn(sink) => sink.send(result),
@@ -192,6 +200,10 @@ impl Shard {
         stopping: &mut bool,
     ) {
         match msg {
+            // A request whose connection is gone is not run: its client
+            // can't learn the outcome, so not applying it is as correct as
+            // applying it, and a flood from a dead connection costs nothing.
+            ShardMsg::Job(job) if job.reply.is_abandoned() => {}
             ShardMsg::Job(job) => jobs.push(job),
             ShardMsg::Tick(tx) => tick_waiters.push(tx),
             ShardMsg::Stop => *stopping = true,
@@ -203,21 +215,30 @@ impl Shard {
         let storage = self.ctx.storage.clone();
         let now = self.ctx.clock.now_ms();
         let mut txn = Txn::new(&storage, self.id);
-        let mut results = Vec::with_capacity(jobs.len());
-        for job in jobs.iter() {
+        let group = jobs.len();
+        // Answers that must wait for the commit: those of requests applied
+        // after the group's first write (they may have read it). Answers of
+        // requests before it saw only committed data and go out at once,
+        // which also keeps a flood of large reads from piling up here.
+        let mut waiting = Vec::with_capacity(group);
+        for job in jobs.drain(..) {
             let result = self.apply(&job.request, now, &mut txn);
             txn.finish_request(result.is_ok());
-            results.push(result);
+            if txn.has_writes() {
+                waiting.push((job, result));
+            } else {
+                job.reply.send(result);
+            }
         }
         if let Err(err) = self.commit(txn) {
-            // Nothing of this group is on disk. Reads in it may have seen
-            // writes that never happened, so every answer becomes an error.
-            for r in results.iter_mut() {
+            // Nothing of this group's writes is on disk, and the requests
+            // after the first write may have read them: all become errors.
+            for (_, r) in waiting.iter_mut() {
                 *r = Err(err.clone());
             }
         }
-        self.ctx.metrics.batch_size.observe(jobs.len() as f64);
-        for (job, result) in jobs.drain(..).zip(results) {
+        self.ctx.metrics.batch_size.observe(group as f64);
+        for (job, result) in waiting {
             job.reply.send(result);
         }
     }

@@ -114,6 +114,11 @@ impl<'s> Txn<'s> {
         wrote
     }
 
+    /// Has any finished request of this group written anything?
+    pub fn has_writes(&self) -> bool {
+        self.has_writes
+    }
+
     /// The batch to commit and whether it must be synced, if anything was written.
     pub fn into_commit(self) -> Option<(WriteBatch, bool)> {
         self.has_writes.then_some((self.batch, self.sync))

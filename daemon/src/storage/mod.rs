@@ -161,10 +161,18 @@ impl Storage {
                 names.push(name.clone());
             }
         }
-        let mut descriptors = vec![ColumnFamilyDescriptor::new("default", Options::default())];
+        // The default and meta column families hold a few small records: a
+        // small memtable keeps RocksDB's no-space recovery (which waits for
+        // room to flush the largest memtable) from demanding 64 MiB.
+        let small = || {
+            let mut o = Options::default();
+            o.set_write_buffer_size(1 << 20);
+            o
+        };
+        let mut descriptors = vec![ColumnFamilyDescriptor::new("default", small())];
         for name in &names {
             let opts = if name == META_CF {
-                Options::default()
+                small()
             } else {
                 shard_opts()
             };

@@ -59,6 +59,60 @@ impl<'s> Txn<'s> {
         Ok(self.storage.get(self.shard, key)?.map(|v| v.to_vec()))
     }
 
+    /// Up to `max` keys of `[from, to)` as this request sees them — RocksDB
+    /// merged with the writes of earlier requests of the group and of this
+    /// request — in key order; expired values included (callers check).
+    /// The flag says the range held more than was returned. Not for large
+    /// ranges: the merge is built in memory.
+    pub fn scan(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        max: usize,
+    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, bool), StorageError> {
+        let mut merged: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>> =
+            std::collections::BTreeMap::new();
+        let mut stored_truncated = false;
+        self.storage.scan(self.shard, from, to, |k, v| {
+            if merged.len() == max {
+                stored_truncated = true;
+                return false;
+            }
+            merged.insert(k.to_vec(), Some(v.to_vec()));
+            true
+        })?;
+        // When RocksDB had more, only overlay writes up to the last key read
+        // belong to the returned prefix of the range.
+        let bound: &[u8] = match merged.keys().next_back() {
+            Some(last) if stored_truncated => last,
+            _ => to,
+        };
+        let bound = bound.to_vec();
+        let inside = |k: &[u8]| {
+            k >= from
+                && if stored_truncated {
+                    k <= &bound[..]
+                } else {
+                    k < to
+                }
+        };
+        for (k, v) in &self.applied {
+            if inside(k) {
+                merged.insert(k.clone(), v.clone());
+            }
+        }
+        for (k, v) in &self.staged {
+            if inside(k) {
+                merged.insert(k.clone(), v.clone());
+            }
+        }
+        let live = merged.into_iter().filter_map(|(k, v)| v.map(|v| (k, v)));
+        let mut out: Vec<_> = live.take(max + 1).collect();
+        let truncated = stored_truncated || out.len() > max;
+        out.truncate(max);
+        Ok((out, truncated))
+    }
+
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.staged.push((key, Some(value)));
     }

@@ -103,6 +103,10 @@ impl Running {
         node.storage.flush().context("flushing storage")?;
         if let Some(http) = self.http {
             http.abort();
+            // Wait until the task is gone: it holds the node (and so the
+            // RocksDB handle, whose directory lock a restart in the same
+            // process needs).
+            let _ = http.await;
         }
         tracing::info!("stopped");
         Ok(())

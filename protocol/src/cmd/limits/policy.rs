@@ -137,9 +137,11 @@ impl FromStr for Window {
                     buckets,
                 }
             }
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "{s:?} is not a window: use day[:ZONE], fixed:SECONDS or sliding:SECONDS[/BUCKETS]"
-            )),
+            ))
+            }
         };
         w.check().map_err(|e| format!("{s:?}: {e}"))?;
         Ok(w)

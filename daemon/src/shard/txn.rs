@@ -10,6 +10,10 @@
 use crate::storage::{Storage, StorageError, WriteBatch};
 use hashbrown::HashMap;
 
+/// What [`Txn::scan`] found: (key, value) pairs in key order, and whether
+/// the range held more.
+pub type Scanned = (Vec<(Vec<u8>, Vec<u8>)>, bool);
+
 pub struct Txn<'s> {
     storage: &'s Storage,
     shard: usize,
@@ -69,7 +73,7 @@ impl<'s> Txn<'s> {
         from: &[u8],
         to: &[u8],
         max: usize,
-    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, bool), StorageError> {
+    ) -> Result<Scanned, StorageError> {
         let mut merged: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>> =
             std::collections::BTreeMap::new();
         let mut stored_truncated = false;

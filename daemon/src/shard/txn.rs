@@ -68,12 +68,7 @@ impl<'s> Txn<'s> {
     /// request — in key order; expired values included (callers check).
     /// The flag says the range held more than was returned. Not for large
     /// ranges: the merge is built in memory.
-    pub fn scan(
-        &self,
-        from: &[u8],
-        to: &[u8],
-        max: usize,
-    ) -> Result<Scanned, StorageError> {
+    pub fn scan(&self, from: &[u8], to: &[u8], max: usize) -> Result<Scanned, StorageError> {
         let mut merged: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>> =
             std::collections::BTreeMap::new();
         let mut stored_truncated = false;

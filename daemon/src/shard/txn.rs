@@ -69,47 +69,48 @@ impl<'s> Txn<'s> {
     /// The flag says the range held more than was returned. Not for large
     /// ranges: the merge is built in memory.
     pub fn scan(&self, from: &[u8], to: &[u8], max: usize) -> Result<Scanned, StorageError> {
-        let mut merged: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>> =
-            std::collections::BTreeMap::new();
+        use std::collections::BTreeMap;
+        let inside = |k: &[u8]| k >= from && k < to;
+        // The group's writes in range; later writes win (staged after applied).
+        let mut overlay: BTreeMap<&[u8], Option<&Vec<u8>>> = BTreeMap::new();
+        for (k, v) in self
+            .applied
+            .iter()
+            .chain(self.staged.iter().map(|(k, v)| (k, v)))
+        {
+            if inside(k) {
+                overlay.insert(k, v.as_ref());
+            }
+        }
+        // Each deletion can hide one stored key: read that many more, so a
+        // truncated answer still holds `max` keys.
+        let hidden = overlay.values().filter(|v| v.is_none()).count();
+        let mut stored: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         let mut stored_truncated = false;
         self.storage.scan(self.shard, from, to, |k, v| {
-            if merged.len() == max {
+            if stored.len() == max + hidden {
                 stored_truncated = true;
                 return false;
             }
-            merged.insert(k.to_vec(), Some(v.to_vec()));
+            stored.insert(k.to_vec(), v.to_vec());
             true
         })?;
-        // When RocksDB had more, only overlay writes up to the last key read
+        // When RocksDB had more, only overlay keys up to the last key read
         // belong to the returned prefix of the range.
-        let bound: &[u8] = match merged.keys().next_back() {
-            Some(last) if stored_truncated => last,
-            _ => to,
-        };
-        let bound = bound.to_vec();
-        let inside = |k: &[u8]| {
-            k >= from
-                && if stored_truncated {
-                    k <= &bound[..]
-                } else {
-                    k < to
-                }
-        };
-        for (k, v) in &self.applied {
-            if inside(k) {
-                merged.insert(k.clone(), v.clone());
+        let last = stored_truncated
+            .then(|| stored.keys().next_back().cloned())
+            .flatten();
+        for (k, v) in overlay {
+            if last.as_deref().is_some_and(|last| k > last) {
+                continue;
             }
+            match v {
+                Some(v) => stored.insert(k.to_vec(), v.clone()),
+                None => stored.remove(k),
+            };
         }
-        for (k, v) in &self.staged {
-            if inside(k) {
-                merged.insert(k.clone(), v.clone());
-            }
-        }
-        let live = merged.into_iter().filter_map(|(k, v)| v.map(|v| (k, v)));
-        let mut out: Vec<_> = live.take(max + 1).collect();
-        let truncated = stored_truncated || out.len() > max;
-        out.truncate(max);
-        Ok((out, truncated))
+        let truncated = stored_truncated || stored.len() > max;
+        Ok((stored.into_iter().take(max).collect(), truncated))
     }
 
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
@@ -170,5 +171,55 @@ impl<'s> Txn<'s> {
     /// The batch to commit and whether it must be synced, if anything was written.
     pub fn into_commit(self) -> Option<(WriteBatch, bool)> {
         self.has_writes.then_some((self.batch, self.sync))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::config::StorageConfig;
+
+    #[test]
+    fn scan_sees_the_groups_writes_over_storage() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = StorageConfig {
+            data_dir: dir.path().to_path_buf(),
+            block_cache_mb: 8,
+            write_buffer_mb: 4,
+            ..StorageConfig::default()
+        };
+        let storage = Storage::open(&cfg, 1, Clock::system()).unwrap();
+        let mut txn = Txn::new(&storage, 0);
+        for k in [b"a1", b"a2", b"a3", b"b1"] {
+            txn.put(k.to_vec(), k.to_vec());
+        }
+        txn.finish_request(true);
+        let (batch, sync) = txn.into_commit().unwrap();
+        storage.write(batch, sync).unwrap();
+
+        let mut txn = Txn::new(&storage, 0);
+        // An earlier request of the group deletes a2 and adds a4...
+        txn.delete(b"a2".to_vec());
+        txn.put(b"a4".to_vec(), b"new".to_vec());
+        txn.finish_request(true);
+        // ...a failed one writes nothing...
+        txn.put(b"a5".to_vec(), b"lost".to_vec());
+        txn.finish_request(false);
+        // ...and the current one changes a1.
+        txn.put(b"a1".to_vec(), b"mine".to_vec());
+        let (found, truncated) = txn.scan(b"a", b"b", 10).unwrap();
+        let found: Vec<(&[u8], &[u8])> = found
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+            .collect();
+        assert_eq!(
+            found,
+            vec![(&b"a1"[..], &b"mine"[..]), (b"a3", b"a3"), (b"a4", b"new")]
+        );
+        assert!(!truncated);
+        let (found, truncated) = txn.scan(b"a", b"b", 2).unwrap();
+        assert_eq!(found.len(), 2);
+        assert!(truncated);
     }
 }

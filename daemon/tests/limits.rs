@@ -980,3 +980,40 @@ async fn metrics_count_outcomes_and_denials_by_rule() {
     assert!(body.contains("rush_limit_unknown_policy_total 1"), "{body}");
     node.stop().await;
 }
+
+#[tokio::test]
+async fn status_lists_at_most_a_thousand_items() {
+    let node = TestNode::start_with(with_limits(
+        r#"
+[limits.policies.bulk]
+window = "fixed:3600"
+item_max = 1
+total_max = 100000
+"#,
+    ))
+    .await;
+    let c = &node.client;
+    for o in 0..11 {
+        let items = (0..MAX_ORDER_ITEMS).map(|i| OrderItem::new(format!("o{o:02}-i{i:03}"), 1));
+        c.limit_acquire("bulk", "big-buyer", format!("order-{o}"), items)
+            .await
+            .unwrap();
+    }
+    let s = c.limit_status("bulk", "big-buyer").await.unwrap();
+    assert!(s.truncated);
+    let items: Vec<&str> = s
+        .allowances
+        .iter()
+        .filter(|a| a.rule == "item")
+        .map(|a| a.item.as_str())
+        .collect();
+    assert_eq!(items.len(), 1000);
+    assert_eq!(
+        (items[0], items[999]),
+        ("o00-i000", "o09-i099"),
+        "in item order"
+    );
+    // The total is always there, and right.
+    assert_eq!(s.count("total", ""), 1100);
+    node.stop().await;
+}

@@ -18,11 +18,13 @@ mod batch;
 mod connection;
 mod duration;
 mod error;
+mod limits;
 
 pub use batch::BatchBuilder;
 pub use connection::{Connection, Tls};
 pub use duration::{format_duration, parse_duration};
 pub use error::ClientError;
+pub use limits::LimitDenial;
 pub use rush_protocol as protocol;
 
 use bytes::Bytes;

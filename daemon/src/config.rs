@@ -51,6 +51,7 @@ pub struct Config {
     pub storage: StorageConfig,
     pub auth: AuthConfig,
     pub tls: TlsConfig,
+    pub limits: crate::limits::LimitsConfig,
     pub debug: DebugConfig,
 }
 
@@ -272,6 +273,7 @@ impl Config {
         if self.storage.data_dir.as_os_str().is_empty() {
             return bad("storage.data_dir must not be empty".into());
         }
+        self.limits.validate().map_err(ConfigError::Invalid)?;
         Ok(())
     }
 }

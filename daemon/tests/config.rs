@@ -27,6 +27,50 @@ fn example_config_states_the_defaults() {
     assert_eq!(c.storage.queue_depth, d.storage.queue_depth);
     assert_eq!(c.storage.kv_durability, Durability::Sync);
     assert!(!c.debug.clock_control);
+    assert_eq!(c.limits.default_time_zone, d.limits.default_time_zone);
+    assert_eq!(c.limits.order_retention_secs, d.limits.order_retention_secs);
+}
+
+#[test]
+fn example_limit_policies_load() {
+    let defs = example().limits.policy_defs().unwrap();
+    let names: Vec<&str> = defs.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, vec!["coupons", "flash-sale"]);
+    let seed = &defs[1];
+    assert!(!seed.relaxed);
+    let rules: Vec<String> = seed
+        .rules
+        .iter()
+        .map(|r| format!("{} {} {} {}", r.name, r.scope, r.max, r.window))
+        .collect();
+    assert_eq!(
+        rules,
+        vec![
+            "item item 1 day:Asia/Shanghai",
+            "total total 5 day:Asia/Shanghai"
+        ]
+    );
+    assert!(defs[0].relaxed);
+    assert_eq!(defs[0].rules[0].window.to_string(), "sliding:3600/60");
+}
+
+#[test]
+fn bad_limit_policies_are_refused() {
+    let p = Path::new("test.toml");
+    for bad in [
+        "[limits]\ndefault_time_zone = \"Nowhere/Land\"\n",
+        "[limits.policies.p]\nwindow = \"day:Nowhere/Land\"\ntotal_max = 1\n",
+        "[limits.policies.p]\nwindow = \"weekly\"\ntotal_max = 1\n",
+        "[limits.policies.p]\ntotal_max = 1\n",
+        "[limits.policies.p]\nwindow = \"day\"\n",
+        "[limits.policies.\"bad name\"]\nwindow = \"day\"\ntotal_max = 1\n",
+        "[limits.policies.p]\nrules = []\n",
+    ] {
+        let c = Config::from_toml(bad, p).unwrap();
+        assert!(c.validate().is_err(), "{bad}");
+    }
+    let e = Config::from_toml("[limits.policies.p]\nwindw = \"day\"\n", p).unwrap_err();
+    assert!(e.to_string().contains("windw"), "{e}");
 }
 
 #[test]

@@ -238,6 +238,17 @@ commands! {
     // ── short links (0x30–0x3f) ──────────────────────────────────────────
 
     // ── purchase limits (0x40–0x4f) ──────────────────────────────────────
+    /// Check every rule for every item of an order; record all counts or none.
+    /// Idempotent by order id.
+    0x40 "LIMIT_ACQUIRE" => LimitAcquire(LimitAcquire) -> AcquireReply, idempotent = true;
+    /// Give an order's counts back, once.
+    0x41 "LIMIT_RELEASE" => LimitRelease(LimitRelease) -> ReleaseReply, idempotent = true;
+    /// A user's counts and resets under a policy.
+    0x42 "LIMIT_STATUS" => LimitStatus(LimitStatus) -> StatusReply, idempotent = true;
+    /// Create or replace a policy on every shard, durably (admin).
+    0x43 "LIMIT_POLICY_SET" => LimitPolicySet(LimitPolicySet) -> PolicySetReply, idempotent = true;
+    0x44 "LIMIT_POLICY_GET" => LimitPolicyGet(LimitPolicyGet) -> PolicyDef, idempotent = true;
+    0x45 "LIMIT_POLICY_LIST" => LimitPolicyList(LimitPolicyList) -> PolicyListReply, idempotent = true;
 
     // ── catalog lookups (0x50–0x5f) ──────────────────────────────────────
 

@@ -40,3 +40,28 @@ pub const MAX_ENVELOPE_COUNT: u32 = 100_000;
 pub const MAX_TEXT: usize = 4096;
 /// Most entries a list-style reply (refunds, info rows) carries in one frame.
 pub const MAX_LIST: usize = 100_000;
+
+// ── purchase limits ───────────────────────────────────────────────────────
+// Arguments of the purchase-limit requests over these limits are answered
+// BAD_REQUEST (not TOO_LARGE): an order with 500 items or a 300-byte order id
+// is an invalid order, and the contract names one code for every
+// invalid order. The checks still run before anything is allocated.
+
+/// Longest policy or rule name. Names are limited to `[A-Za-z0-9_.-]` because
+/// they become metric labels.
+pub const MAX_POLICY_NAME: usize = 64;
+/// Most rules in one policy.
+pub const MAX_POLICY_RULES: usize = 16;
+/// Most policies a node holds (config and run-time together). Bounds the
+/// label cardinality of the limit metrics.
+pub const MAX_POLICIES: usize = 256;
+/// Largest quantity of one item in one order.
+pub const MAX_ORDER_QTY: u64 = 1_000_000;
+/// Longest fixed or sliding window (400 days).
+pub const MAX_WINDOW_SECS: u64 = 400 * 86_400;
+/// Most sub-buckets of a sliding window (bounds a counter's stored size).
+pub const MAX_SLIDING_BUCKETS: u32 = 1_000;
+/// Longest time zone name in a daily window.
+pub const MAX_TIME_ZONE: usize = 64;
+/// Most per-item entries one LIMIT_STATUS answer lists.
+pub const MAX_STATUS_ENTRIES: usize = 1_000;

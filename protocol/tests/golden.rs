@@ -153,6 +153,77 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
             "error-moved",
             err_reply(0x10, 4, RushError::moved(7, "10.0.0.2:7379")),
         ),
+        (
+            "limit-acquire-request",
+            request(
+                7,
+                LimitAcquire {
+                    policy: "flash".into(),
+                    user: Bytes::from_static(b"u1"),
+                    order_id: "o1".into(),
+                    items: vec![OrderItem::new("sku1", 1)],
+                },
+            ),
+        ),
+        (
+            "limit-acquire-reply",
+            ok_reply::<LimitAcquire>(
+                7,
+                Reply::LimitAcquire(AcquireReply {
+                    replayed: false,
+                    allowances: vec![
+                        Allowance {
+                            rule: "item".into(),
+                            item: "sku1".into(),
+                            count: 1,
+                            limit: 1,
+                            resets_at_ms: 1_772_380_800_000,
+                        },
+                        Allowance {
+                            rule: "total".into(),
+                            item: String::new(),
+                            count: 1,
+                            limit: 5,
+                            resets_at_ms: 1_772_380_800_000,
+                        },
+                    ],
+                }),
+            ),
+        ),
+        (
+            "error-limited",
+            err_reply(
+                0x40,
+                7,
+                RushError::new(ErrorCode::Limited, "limited").with_detail(ErrorDetail::Limit {
+                    rule: "total".into(),
+                    item: String::new(),
+                    current: 5,
+                    limit: 5,
+                    requested: 1,
+                }),
+            ),
+        ),
+        (
+            "limit-policy-set-request",
+            request(
+                8,
+                LimitPolicySet {
+                    policy: PolicyDef {
+                        name: "flash".into(),
+                        relaxed: false,
+                        rules: vec![Rule {
+                            name: "total".into(),
+                            scope: Scope::Total,
+                            max: 5,
+                            window: Window::Day {
+                                tz: "Asia/Shanghai".into(),
+                            },
+                        }],
+                    },
+                },
+            ),
+        ),
     ]
 }
 

@@ -3,7 +3,7 @@
 //! nodes in-process on port 0 this way, the `rushd` binary through [`run`].
 
 pub mod conn;
-mod node_cmds;
+pub(crate) mod node_cmds;
 
 use crate::clock::Clock;
 use crate::config::Config;

@@ -129,6 +129,7 @@ fn cluster_slots(node: &NodeShared) -> ClusterSlotsReply {
 pub async fn fan_out(node: Arc<NodeShared>, request: Request, sink: ReplySink) {
     let result = match request {
         Request::ClockAdvance(c) => clock_advance(&node, c.ms).await,
+        Request::LimitPolicySet(set) => crate::limits::admin::policy_set(&node, set).await,
         Request::Compact(_) => {
             let storage = node.storage.clone();
             let shards = node.shards.len();

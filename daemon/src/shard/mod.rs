@@ -12,6 +12,7 @@ pub mod txn;
 use crate::clock::Clock;
 use crate::config::{Config, Durability};
 use crate::kv::Kv;
+use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
 use crate::storage::Storage;
@@ -119,6 +120,7 @@ pub struct Shard {
     rx: Receiver<ShardMsg>,
     ctx: ShardContext,
     kv: Kv,
+    limits: Limits,
     /// ID segments of this shard's slots (short codes, envelope ids).
     segments: Segments,
 }
@@ -129,12 +131,15 @@ pub fn spawn(
     ctx: ShardContext,
 ) -> std::io::Result<(ShardHandle, std::thread::JoinHandle<()>)> {
     let (tx, rx) = crossbeam_channel::bounded(ctx.config.storage.queue_depth);
+    let limits =
+        Limits::load(&ctx.config, &ctx.storage, &ctx.metrics).map_err(std::io::Error::other)?;
     let shard = Shard {
         id,
         rx,
         kv: Kv {
             durable: ctx.config.storage.kv_durability == Durability::Sync,
         },
+        limits,
         segments: Segments::default(),
         ctx,
     };
@@ -246,6 +251,7 @@ impl Shard {
     fn apply(&mut self, req: &Request, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
         match req.opcode().service() {
             Service::Kv => self.kv.apply(req, now, txn),
+            Service::Limits => self.limits.apply(req, now, txn),
             _ => Err(RushError::internal(format!(
                 "{} reached a shard but is not a shard request",
                 req.opcode().name()
@@ -288,6 +294,8 @@ impl Shard {
 
     /// A commit failed: forget in-memory state that may reflect it.
     fn on_commit_failure(&mut self) {
+        // (Limits keeps no state derived from writes: its policy table
+        // changes only through requests that write no shard data.)
         self.segments.clear();
     }
 }

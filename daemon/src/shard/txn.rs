@@ -10,6 +10,10 @@
 use crate::storage::{Storage, StorageError, WriteBatch};
 use hashbrown::HashMap;
 
+/// What [`Txn::scan`] found: (key, value) pairs in key order, and whether
+/// the range held more.
+pub type Scanned = (Vec<(Vec<u8>, Vec<u8>)>, bool);
+
 pub struct Txn<'s> {
     storage: &'s Storage,
     shard: usize,
@@ -57,6 +61,56 @@ impl<'s> Txn<'s> {
             return Ok(v.clone());
         }
         Ok(self.storage.get(self.shard, key)?.map(|v| v.to_vec()))
+    }
+
+    /// Up to `max` keys of `[from, to)` as this request sees them — RocksDB
+    /// merged with the writes of earlier requests of the group and of this
+    /// request — in key order; expired values included (callers check).
+    /// The flag says the range held more than was returned. Not for large
+    /// ranges: the merge is built in memory.
+    pub fn scan(&self, from: &[u8], to: &[u8], max: usize) -> Result<Scanned, StorageError> {
+        use std::collections::BTreeMap;
+        let inside = |k: &[u8]| k >= from && k < to;
+        // The group's writes in range; later writes win (staged after applied).
+        let mut overlay: BTreeMap<&[u8], Option<&Vec<u8>>> = BTreeMap::new();
+        for (k, v) in self
+            .applied
+            .iter()
+            .chain(self.staged.iter().map(|(k, v)| (k, v)))
+        {
+            if inside(k) {
+                overlay.insert(k, v.as_ref());
+            }
+        }
+        // Each deletion can hide one stored key: read that many more, so a
+        // truncated answer still holds `max` keys.
+        let hidden = overlay.values().filter(|v| v.is_none()).count();
+        let mut stored: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut stored_truncated = false;
+        self.storage.scan(self.shard, from, to, |k, v| {
+            if stored.len() == max + hidden {
+                stored_truncated = true;
+                return false;
+            }
+            stored.insert(k.to_vec(), v.to_vec());
+            true
+        })?;
+        // When RocksDB had more, only overlay keys up to the last key read
+        // belong to the returned prefix of the range.
+        let last = stored_truncated
+            .then(|| stored.keys().next_back().cloned())
+            .flatten();
+        for (k, v) in overlay {
+            if last.as_deref().is_some_and(|last| k > last) {
+                continue;
+            }
+            match v {
+                Some(v) => stored.insert(k.to_vec(), v.clone()),
+                None => stored.remove(k),
+            };
+        }
+        let truncated = stored_truncated || stored.len() > max;
+        Ok((stored.into_iter().take(max).collect(), truncated))
     }
 
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
@@ -122,5 +176,55 @@ impl<'s> Txn<'s> {
     /// The batch to commit and whether it must be synced, if anything was written.
     pub fn into_commit(self) -> Option<(WriteBatch, bool)> {
         self.has_writes.then_some((self.batch, self.sync))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::config::StorageConfig;
+
+    #[test]
+    fn scan_sees_the_groups_writes_over_storage() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = StorageConfig {
+            data_dir: dir.path().to_path_buf(),
+            block_cache_mb: 8,
+            write_buffer_mb: 4,
+            ..StorageConfig::default()
+        };
+        let storage = Storage::open(&cfg, 1, Clock::system()).unwrap();
+        let mut txn = Txn::new(&storage, 0);
+        for k in [b"a1", b"a2", b"a3", b"b1"] {
+            txn.put(k.to_vec(), k.to_vec());
+        }
+        txn.finish_request(true);
+        let (batch, sync) = txn.into_commit().unwrap();
+        storage.write(batch, sync).unwrap();
+
+        let mut txn = Txn::new(&storage, 0);
+        // An earlier request of the group deletes a2 and adds a4...
+        txn.delete(b"a2".to_vec());
+        txn.put(b"a4".to_vec(), b"new".to_vec());
+        txn.finish_request(true);
+        // ...a failed one writes nothing...
+        txn.put(b"a5".to_vec(), b"lost".to_vec());
+        txn.finish_request(false);
+        // ...and the current one changes a1.
+        txn.put(b"a1".to_vec(), b"mine".to_vec());
+        let (found, truncated) = txn.scan(b"a", b"b", 10).unwrap();
+        let found: Vec<(&[u8], &[u8])> = found
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+            .collect();
+        assert_eq!(
+            found,
+            vec![(&b"a1"[..], &b"mine"[..]), (b"a3", b"a3"), (b"a4", b"new")]
+        );
+        assert!(!truncated);
+        let (found, truncated) = txn.scan(b"a", b"b", 2).unwrap();
+        assert_eq!(found.len(), 2);
+        assert!(truncated);
     }
 }

@@ -13,6 +13,14 @@ pub mod ks {
     pub const KV: u8 = 0x01;
     /// ID segment high-water marks: `kind: u8` → `u64` (see `segments`).
     pub const SEQUENCE: u8 = 0x02;
+
+    // ── purchase limits (0x20–0x2f) ──────────────────────────────────────
+    /// One count of one rule for one user: `part(user) | part(policy) |
+    /// part(rule) | item` (item empty for a total rule). See `limits::counter`.
+    pub const LIMIT_COUNTER: u8 = 0x20;
+    /// One order's record (idempotency, release): `part(user) | part(policy)
+    /// | order id`. See `limits::order`.
+    pub const LIMIT_ORDER: u8 = 0x21;
 }
 
 /// Meta column family record names.
@@ -21,6 +29,9 @@ pub mod meta {
     pub const LAYOUT: &[u8] = b"layout";
     /// This node's id.
     pub const NODE_ID: &[u8] = b"node-id";
+    /// Purchase-limit policies set at run time (LIMIT_POLICY_SET): one
+    /// record holding them all, see `limits::admin`.
+    pub const LIMIT_POLICIES: &[u8] = b"limits/policies";
 }
 
 /// A key under construction: slot, keyspace, then parts.
@@ -73,6 +84,59 @@ pub fn kv(slot: u16, key: &[u8]) -> Vec<u8> {
 /// The high-water mark of one ID sequence of a slot.
 pub fn sequence(slot: u16, kind: u8) -> Vec<u8> {
     KeyBuf::new(slot, ks::SEQUENCE).u8(kind).build()
+}
+
+// ── purchase limits ─────────────────────────────────────────────────────
+// A user's counters and orders sit next to each other (user first), so one
+// user's counts under one policy are one contiguous range (LIMIT_STATUS).
+
+/// The prefix of every counter of `user` under `policy`.
+pub fn limit_counters(slot: u16, user: &[u8], policy: &str) -> Vec<u8> {
+    KeyBuf::new(slot, ks::LIMIT_COUNTER)
+        .part(user)
+        .part(policy.as_bytes())
+        .build()
+}
+
+/// One counter: `prefix` from [`limit_counters`], then the rule and the item
+/// (empty for a total rule).
+pub fn limit_counter(prefix: &[u8], rule: &str, item: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + 4 + rule.len() + item.len());
+    k.extend_from_slice(prefix);
+    k.extend_from_slice(&(rule.len() as u16).to_be_bytes());
+    k.extend_from_slice(rule.as_bytes());
+    k.extend_from_slice(item.as_bytes());
+    k
+}
+
+/// The (rule, item) of a counter key that starts with `prefix`.
+pub fn parse_limit_counter<'k>(prefix: &[u8], raw: &'k [u8]) -> Option<(&'k [u8], &'k [u8])> {
+    let rest = raw.strip_prefix(prefix)?;
+    let len = u16::from_be_bytes([*rest.first()?, *rest.get(1)?]) as usize;
+    let rest = &rest[2..];
+    (rest.len() >= len).then(|| rest.split_at(len))
+}
+
+/// One order's record.
+pub fn limit_order(slot: u16, user: &[u8], policy: &str, order_id: &str) -> Vec<u8> {
+    KeyBuf::new(slot, ks::LIMIT_ORDER)
+        .part(user)
+        .part(policy.as_bytes())
+        .tail(order_id.as_bytes())
+        .build()
+}
+
+/// The first key after every key that starts with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // All 0xff: nothing sorts after the prefix but longer 0xff runs.
+    vec![0xff; prefix.len() + 1]
 }
 
 /// The slot a storage key belongs to.
@@ -134,6 +198,31 @@ mod tests {
     fn big_endian_integers_sort_numerically() {
         let k = |n| KeyBuf::new(1, 2).u64(n).build();
         assert!(k(255) < k(256) && k(256) < k(1 << 40));
+    }
+
+    #[test]
+    fn limit_counters_of_a_user_and_policy_are_one_range() {
+        let prefix = limit_counters(7, b"u1", "flash");
+        let end = prefix_end(&prefix);
+        let a = limit_counter(&prefix, "item", "sku-1");
+        let b = limit_counter(&prefix, "total", "");
+        for k in [&a, &b] {
+            assert!(prefix <= *k && *k < end);
+        }
+        assert_eq!(
+            parse_limit_counter(&prefix, &a),
+            Some((&b"item"[..], &b"sku-1"[..]))
+        );
+        assert_eq!(
+            parse_limit_counter(&prefix, &b),
+            Some((&b"total"[..], &b""[..]))
+        );
+        // Another user, or a policy whose name extends this one, is outside.
+        let other = limit_counter(&limit_counters(7, b"u1", "flash2"), "item", "x");
+        assert!(other >= end || other < prefix);
+        let other = limit_counter(&limit_counters(7, b"u12", "flash"), "item", "x");
+        assert!(other >= end || other < prefix);
+        assert_eq!(prefix_end(&[1, 0xff]), vec![2]);
     }
 
     #[test]

@@ -18,6 +18,12 @@ pub mod kind {
     pub const HASH: u8 = 2;
     /// An ID sequence's high-water mark (`u64`).
     pub const SEQUENCE: u8 = 3;
+
+    // ── purchase limits ──────────────────────────────────────────────────
+    /// A purchase-limit count (see `limits::counter`).
+    pub const LIMIT_COUNTER: u8 = 0x20;
+    /// A purchase-limit order record (see `limits::order`).
+    pub const LIMIT_ORDER: u8 = 0x21;
 }
 
 #[derive(Debug, thiserror::Error)]

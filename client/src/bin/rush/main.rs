@@ -1,6 +1,8 @@
 //! `rush`: the command-line client. Exit code 0 on success, 1 on error (and,
 //! for commands that can be denied, 2 when denied).
 
+mod limits;
+
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use rush_client::protocol::cmd::{SetCond, TtlReply};
@@ -101,6 +103,9 @@ enum Cmd {
     },
     /// All fields of a hash, one "field value" per line.
     Hgetall { key: String },
+    /// Purchase limits: policies, acquire, release, status.
+    #[command(subcommand)]
+    Limit(limits::LimitCmd),
     /// Cluster map.
     #[command(subcommand)]
     Cluster(ClusterCmd),
@@ -221,6 +226,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("{} {}", show(&f), show(&v));
             }
         }
+        Cmd::Limit(cmd) => return limits::run(&c, cmd).await,
         Cmd::Cluster(ClusterCmd::Slots) => {
             let map = c.cluster_slots().await?;
             println!("epoch {}", map.epoch);

@@ -1,0 +1,193 @@
+//! `rush limit …` against a real in-process daemon: output and exit codes
+//! (0 allowed, 2 limited, 1 error).
+
+use rush_daemon::{Clock, Config};
+use std::process::Command;
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+async fn rush(addr: String, args: &[&str]) -> Out {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_rush"))
+            .arg("--addr")
+            .arg(&addr)
+            .args(&args)
+            .output()
+            .expect("run rush");
+        Out {
+            code: out.status.code().expect("exit code"),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.server.listen = "127.0.0.1:0".into();
+    config.server.http = String::new();
+    config.storage.data_dir = dir.path().to_path_buf();
+    config.storage.shards = 2;
+    config.storage.block_cache_mb = 16;
+    config.storage.write_buffer_mb = 8;
+    let node = rush_daemon::start(config, Clock::system()).await.unwrap();
+    let addr = node.addr().to_string();
+    let run = |args: &'static [&'static str]| rush(addr.clone(), args);
+
+    let o = run(&[
+        "limit",
+        "policy",
+        "set",
+        "flash",
+        "--item-max",
+        "1",
+        "--total-max",
+        "3",
+        "--window",
+        "day:Asia/Shanghai",
+    ])
+    .await;
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.starts_with("created\n"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("policy flash durability sync"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout
+            .contains("rule item per item max 1 window day:Asia/Shanghai"),
+        "{}",
+        o.stdout
+    );
+    assert!(o
+        .stdout
+        .contains("rule total per total max 3 window day:Asia/Shanghai"));
+    let o = run(&["limit", "policy", "set", "flash", "--window", "day"]).await;
+    assert_eq!(o.code, 1, "no maximum is an error");
+    let o = run(&[
+        "limit",
+        "policy",
+        "set",
+        "bad",
+        "--total-max",
+        "1",
+        "--window",
+        "week",
+    ])
+    .await;
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("not a window"), "{}", o.stderr);
+
+    // Allowed: exit 0 with the allowance.
+    let o = run(&["limit", "acquire", "flash", "u1", "o1", "sku-1", "sku-2:1"]).await;
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.starts_with("allowed\n"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("item sku-1 1/1 remaining 0 resets "),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("total (total) 2/3 remaining 1"),
+        "{}",
+        o.stdout
+    );
+    // A replay: still 0, says so.
+    let o = run(&["limit", "acquire", "flash", "u1", "o1", "sku-2", "sku-1"]).await;
+    assert_eq!(o.code, 0);
+    assert!(o.stdout.contains("replayed"), "{}", o.stdout);
+    // Limited: exit 2, naming the rule and item.
+    let o = run(&["limit", "acquire", "flash", "u1", "o2", "sku-1"]).await;
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.starts_with("limited\n"), "{}", o.stdout);
+    assert!(
+        o.stdout
+            .contains("rule item item sku-1: 1 counted + 1 requested > limit 1"),
+        "{}",
+        o.stdout
+    );
+    let o = run(&["limit", "acquire", "flash", "u1", "o2", "sku-3:2"]).await;
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stdout
+            .contains("rule item item sku-3: 0 counted + 2 requested"),
+        "{}",
+        o.stdout
+    );
+    // Errors: exit 1.
+    let o = run(&["limit", "acquire", "nope", "u1", "o3", "sku-1"]).await;
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("BAD_REQUEST"), "{}", o.stderr);
+    let o = run(&["limit", "acquire", "flash", "u1", "o3", "sku-1:0"]).await;
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("BAD_REQUEST"), "{}", o.stderr);
+
+    let o = run(&["limit", "status", "flash", "u1"]).await;
+    assert_eq!(o.code, 0);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", o.stdout);
+    assert!(lines[0].starts_with("item sku-1 1/1"));
+    assert!(lines[1].starts_with("item sku-2 1/1"));
+    assert!(lines[2].starts_with("total (total) 2/3"));
+
+    let o = run(&["limit", "release", "flash", "u1", "o1"]).await;
+    assert_eq!(o.code, 0);
+    assert_eq!(o.stdout, "released\nsku-1 1\nsku-2 1\n");
+    let o = run(&["limit", "release", "flash", "u1", "o1"]).await;
+    assert_eq!(o.code, 0);
+    assert!(o.stdout.starts_with("already released"), "{}", o.stdout);
+    let o = run(&["limit", "release", "flash", "u1", "never"]).await;
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("NOT_FOUND"), "{}", o.stderr);
+    let o = run(&["limit", "status", "flash", "u1"]).await;
+    assert_eq!(o.stdout.lines().count(), 1, "{}", o.stdout);
+    assert!(o.stdout.starts_with("total (total) 0/3"));
+
+    let o = run(&["limit", "policy", "get", "flash"]).await;
+    assert_eq!(o.code, 0);
+    assert!(o.stdout.starts_with("policy flash durability sync\n"));
+    let o = run(&["limit", "policy", "get", "nope"]).await;
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("NOT_FOUND"));
+    let o = run(&[
+        "limit",
+        "policy",
+        "set",
+        "burst",
+        "--total-max",
+        "10",
+        "--window",
+        "sliding:60",
+        "--relaxed",
+    ])
+    .await;
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout
+            .contains("rule total per total max 10 window sliding:60/60"),
+        "{}",
+        o.stdout
+    );
+    let o = run(&["limit", "policy", "list"]).await;
+    assert_eq!(
+        o.stdout
+            .lines()
+            .filter(|l| l.starts_with("policy "))
+            .collect::<Vec<_>>(),
+        vec![
+            "policy burst durability relaxed",
+            "policy flash durability sync"
+        ]
+    );
+    node.shutdown().await.unwrap();
+}

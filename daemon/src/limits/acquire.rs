@@ -1,0 +1,160 @@
+//! LIMIT_ACQUIRE: check every rule for every item, then count all or nothing.
+
+use super::counter::Counter;
+use super::order::{sorted_items, OrderRecord, Touched};
+use super::policy::{CompiledRule, Pos};
+use super::Limits;
+use crate::shard::txn::Txn;
+use crate::storage::keys;
+use rush_protocol::cmd::{AcquireReply, Allowance, LimitAcquire, Scope};
+use rush_protocol::{key_slot, ErrorCode, ErrorDetail, Reply, RushError};
+
+/// One counter the order touches, read and checked before anything is
+/// written.
+struct Step<'a> {
+    rule: &'a CompiledRule,
+    pos: Pos,
+    /// The item, or "" for a total rule.
+    item: &'a str,
+    qty: u64,
+    key: Vec<u8>,
+    counter: Counter,
+}
+
+impl Limits {
+    pub(super) fn acquire(
+        &self,
+        r: &LimitAcquire,
+        now: u64,
+        txn: &mut Txn,
+    ) -> Result<Reply, RushError> {
+        let policy = self.policy(&r.policy)?;
+        let slot = key_slot(&r.user);
+        let order_key = keys::limit_order(slot, &r.user, &r.policy, &r.order_id);
+
+        // A known order id: the first answer, nothing counted.
+        if let Some(order) = OrderRecord::load(txn, &order_key, now)? {
+            if order.items != sorted_items(&r.items) {
+                policy.metrics.conflict.inc();
+                return Err(RushError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "order {:?} was acquired with other items; an order id names one order",
+                        r.order_id
+                    ),
+                ));
+            }
+            policy.metrics.replayed.inc();
+            let mut reply = order.first_reply()?;
+            reply.replayed = true;
+            return Ok(Reply::LimitAcquire(reply));
+        }
+
+        // Read and check every counter first; write only if all pass.
+        let prefix = keys::limit_counters(slot, &r.user, &r.policy);
+        let order_qty: u64 = r.items.iter().map(|i| i.qty).sum();
+        let mut steps: Vec<Step> = Vec::with_capacity(policy.rules.len() * r.items.len());
+        let mut touched = Vec::with_capacity(policy.rules.len());
+        for rule in &policy.rules {
+            let pos = rule.pos(now)?;
+            touched.push(Touched {
+                rule: rule.name.clone(),
+                scope: rule.scope,
+                window: pos.id(),
+            });
+            let lines = match rule.scope {
+                Scope::Item => r.items.len(),
+                Scope::Total => 1,
+            };
+            for line in 0..lines {
+                let (item, qty) = match rule.scope {
+                    Scope::Item => (r.items[line].item.as_str(), r.items[line].qty),
+                    Scope::Total => ("", order_qty),
+                };
+                let key = keys::limit_counter(&prefix, &rule.name, item);
+                let counter = Counter::load(txn, &key, now)?;
+                let current = counter.count_at(&pos);
+                if current
+                    .checked_add(qty)
+                    .is_none_or(|after| after > rule.max)
+                {
+                    policy.metrics.limited.inc();
+                    rule.denials.inc();
+                    return Err(denied(rule, &policy.def.rules, item, current, qty));
+                }
+                steps.push(Step {
+                    rule,
+                    pos,
+                    item,
+                    qty,
+                    key,
+                    counter,
+                });
+            }
+        }
+
+        let mut allowances = Vec::with_capacity(steps.len());
+        for s in steps {
+            let counter = s.counter.add(&s.pos, s.qty);
+            allowances.push(Allowance {
+                rule: s.rule.name.clone(),
+                item: s.item.to_string(),
+                count: counter.count_at(&s.pos),
+                limit: s.rule.max,
+                resets_at_ms: counter.resets_at(&s.pos),
+            });
+            let expires_at = counter.expiry(&s.pos);
+            counter.store(s.key, expires_at, txn);
+        }
+        let reply = AcquireReply {
+            replayed: false,
+            allowances,
+        };
+        let record = OrderRecord {
+            released: false,
+            expires_at: now.saturating_add(policy.order_ttl_ms),
+            items: sorted_items(&r.items),
+            touched,
+            reply: OrderRecord::reply_bytes(&reply),
+        };
+        txn.put(order_key, record.encode());
+        if !policy.relaxed() {
+            txn.require_sync();
+        }
+        policy.metrics.allowed.inc();
+        Ok(Reply::LimitAcquire(reply))
+    }
+}
+
+/// LIMITED, naming the rule and item (empty for a total rule).
+fn denied(
+    rule: &CompiledRule,
+    defs: &[rush_protocol::cmd::Rule],
+    item: &str,
+    current: u64,
+    requested: u64,
+) -> RushError {
+    let window = defs
+        .iter()
+        .find(|d| d.name == rule.name)
+        .map(|d| d.window.to_string())
+        .unwrap_or_default();
+    let what = match rule.scope {
+        Scope::Item => format!("item {item:?} has"),
+        Scope::Total => "the user has".to_string(),
+    };
+    RushError::new(
+        ErrorCode::Limited,
+        format!(
+            "rule {:?} ({} per {window}): {what} {current} of {}, the order asks for {requested}",
+            rule.name, rule.scope, rule.max
+        ),
+    )
+    .with_detail(ErrorDetail::Limit {
+        rule: rule.name.clone(),
+        item: item.to_string(),
+        current,
+        limit: rule.max,
+        requested,
+    })
+}

@@ -1,0 +1,131 @@
+//! Purchase limits: a user's whole order checked against every rule of a
+//! policy and counted atomically in the user's slot, or not at all.
+//! Idempotent by order id; releasable once.
+//!
+//! - Storage: one counter per (user, policy, rule, item) — item empty for a
+//!   total rule — under `keys::limit_counter`, expiring at its window's end
+//!   (TTL compaction removes it); one record per (user, policy, order) under
+//!   `keys::limit_order`, kept for the policy's order retention. All of a
+//!   user's keys are in the user's slot, so an order is one shard's one
+//!   group-committed write.
+//! - Policies: every shard holds the whole table (config, then the stored
+//!   run-time policies over it). LIMIT_POLICY_SET is stored in the meta
+//!   column family and then broadcast to every shard (`admin`).
+//! - Time: `now` from the node clock, given to `apply`; tests move it.
+
+mod acquire;
+pub mod admin;
+pub mod config;
+mod counter;
+pub mod metrics;
+mod order;
+mod policy;
+mod release;
+mod status;
+
+pub use config::LimitsConfig;
+pub use metrics::LimitsMetrics;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::shard::txn::Txn;
+use crate::storage::Storage;
+use hashbrown::HashMap;
+use policy::Policy;
+use rush_protocol::cmd::{LimitPolicySet, PolicyDef, PolicyListReply, PolicySetReply};
+use rush_protocol::limits::MAX_POLICIES;
+use rush_protocol::{Reply, Request, RushError};
+
+/// The purchase-limit service of one shard.
+pub struct Limits {
+    /// Every policy by name. A plain map owned by the shard thread: policy
+    /// changes arrive as requests in the shard's queue, so no lock.
+    policies: HashMap<String, Policy>,
+    config: LimitsConfig,
+    metrics: LimitsMetrics,
+}
+
+impl Limits {
+    /// The table at start: the config's policies, then the stored run-time
+    /// ones (which win: they were set later, on purpose).
+    pub fn load(config: &Config, storage: &Storage, metrics: &Metrics) -> Result<Limits, String> {
+        let mut limits = Limits {
+            policies: HashMap::new(),
+            config: config.limits.clone(),
+            metrics: metrics.limits.clone(),
+        };
+        for def in config.limits.policy_defs()? {
+            limits.insert(def)?;
+        }
+        for def in admin::load_stored(storage)? {
+            let name = def.name.clone();
+            if let Some(old) = limits.policies.get(&name) {
+                if old.def != def {
+                    tracing::warn!(
+                        policy = %name,
+                        "a policy set at run time overrides the config file's policy of the same name"
+                    );
+                }
+            }
+            limits
+                .insert(def)
+                .map_err(|e| format!("stored limit policy {name:?}: {e}"))?;
+        }
+        Ok(limits)
+    }
+
+    /// Compile and add or replace a policy; true when it is new.
+    fn insert(&mut self, def: PolicyDef) -> Result<bool, String> {
+        let new = !self.policies.contains_key(&def.name);
+        if new && self.policies.len() >= MAX_POLICIES {
+            return Err(format!("a node holds at most {MAX_POLICIES} policies"));
+        }
+        let policy = Policy::compile(def, &self.config, &self.metrics)?;
+        self.policies.insert(policy.def.name.clone(), policy);
+        Ok(new)
+    }
+
+    pub fn apply(&mut self, req: &Request, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+        match req {
+            Request::LimitAcquire(r) => self.acquire(r, now, txn),
+            Request::LimitRelease(r) => self.release(r, now, txn),
+            Request::LimitStatus(r) => self.status(r, now, txn),
+            Request::LimitPolicySet(r) => self.policy_set(r),
+            Request::LimitPolicyGet(r) => match self.policies.get(r.name.as_str()) {
+                Some(p) => Ok(Reply::LimitPolicyGet(p.def.clone())),
+                None => Err(RushError::not_found(format!(
+                    "no limit policy {:?}",
+                    r.name
+                ))),
+            },
+            Request::LimitPolicyList(_) => {
+                let mut policies: Vec<PolicyDef> =
+                    self.policies.values().map(|p| p.def.clone()).collect();
+                policies.sort_by(|a, b| a.name.cmp(&b.name));
+                Ok(Reply::LimitPolicyList(PolicyListReply { policies }))
+            }
+            other => Err(RushError::internal(format!(
+                "{} is not a purchase-limit request",
+                other.opcode().name()
+            ))),
+        }
+    }
+
+    /// A policy broadcast by `admin::policy_set` (already stored).
+    fn policy_set(&mut self, r: &LimitPolicySet) -> Result<Reply, RushError> {
+        let created = self
+            .insert(r.policy.clone())
+            .map_err(RushError::bad_request)?;
+        let policy = self.policies[r.policy.name.as_str()].def.clone();
+        Ok(Reply::LimitPolicySet(PolicySetReply { created, policy }))
+    }
+
+    /// The policy a request names; an unknown one is BAD_REQUEST (the request
+    /// can't be valid on this node; NOT_FOUND is kept for missing orders).
+    fn policy(&self, name: &str) -> Result<&Policy, RushError> {
+        self.policies.get(name).ok_or_else(|| {
+            self.metrics.unknown_policy.inc();
+            RushError::bad_request(format!("unknown limit policy {name:?}"))
+        })
+    }
+}

@@ -1,0 +1,219 @@
+//! An order's record: what was counted, where, and what was answered, so a
+//! replay answers the same and a release gives back exactly that.
+//!
+//! Value (after the 9-byte header, kind `LIMIT_ORDER`; it expires after the
+//! policy's order retention):
+//! `u8 state (1 acquired, 2 released) | u16 n | n × (u16 len, item, u64 qty)
+//! (sorted by item) | u16 m | m × (u16 len, rule, u8 scope, u64 window id) |
+//! u32 len, the first answer's AcquireReply body`.
+
+use super::counter::{corrupt, storage_error};
+use crate::shard::txn::Txn;
+use crate::storage::value::{self, kind, Corrupt, Stored};
+use bytes::{Bytes, BytesMut};
+use rush_protocol::cmd::{AcquireReply, OrderItem, Scope};
+use rush_protocol::{RushError, Wire};
+
+const ACQUIRED: u8 = 1;
+const RELEASED: u8 = 2;
+
+/// One rule's share of an order: which counters it touched (by scope) and in
+/// which window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Touched {
+    pub rule: String,
+    pub scope: Scope,
+    pub window: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderRecord {
+    pub released: bool,
+    pub expires_at: u64,
+    /// Sorted by item, so two orders with the same lines compare equal.
+    pub items: Vec<OrderItem>,
+    pub touched: Vec<Touched>,
+    /// The first answer, encoded (`replayed` false).
+    pub reply: Bytes,
+}
+
+/// An order's lines sorted by item: how records store and compare them.
+pub fn sorted_items(items: &[OrderItem]) -> Vec<OrderItem> {
+    let mut v = items.to_vec();
+    v.sort_unstable_by(|a, b| a.item.cmp(&b.item));
+    v
+}
+
+impl OrderRecord {
+    pub fn load(txn: &Txn, key: &[u8], now: u64) -> Result<Option<OrderRecord>, RushError> {
+        match txn.get(key).map_err(storage_error)? {
+            None => Ok(None),
+            Some(raw) => OrderRecord::decode(&raw, now).map_err(corrupt),
+        }
+    }
+
+    /// The first answer again.
+    pub fn first_reply(&self) -> Result<AcquireReply, RushError> {
+        AcquireReply::decode_body(self.reply.clone()).map_err(corrupt)
+    }
+
+    pub fn decode(raw: &[u8], now: u64) -> Result<Option<OrderRecord>, Corrupt> {
+        let s = Stored::decode(raw)?;
+        if s.kind != kind::LIMIT_ORDER {
+            return Err(Corrupt(format!("limit order has value kind {}", s.kind)));
+        }
+        if !s.is_live(now) {
+            return Ok(None);
+        }
+        let mut p = Cursor(s.payload);
+        let released = match p.u8()? {
+            ACQUIRED => false,
+            RELEASED => true,
+            b => return Err(Corrupt(format!("limit order state {b}"))),
+        };
+        let n = p.u16()?;
+        let mut items = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let item = p.string()?;
+            items.push(OrderItem {
+                item,
+                qty: p.u64()?,
+            });
+        }
+        let m = p.u16()?;
+        let mut touched = Vec::with_capacity(m as usize);
+        for _ in 0..m {
+            let rule = p.string()?;
+            let scope = match p.u8()? {
+                0 => Scope::Item,
+                1 => Scope::Total,
+                b => return Err(Corrupt(format!("limit order scope {b}"))),
+            };
+            touched.push(Touched {
+                rule,
+                scope,
+                window: p.u64()?,
+            });
+        }
+        let len = p.u32()? as usize;
+        let reply = Bytes::copy_from_slice(p.take(len)?);
+        if !p.0.is_empty() {
+            return Err(Corrupt("limit order has trailing bytes".into()));
+        }
+        Ok(Some(OrderRecord {
+            released,
+            expires_at: s.expires_at,
+            items,
+            touched,
+            reply,
+        }))
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut p = Vec::with_capacity(64 + self.reply.len());
+        p.push(if self.released { RELEASED } else { ACQUIRED });
+        p.extend_from_slice(&(self.items.len() as u16).to_be_bytes());
+        for i in &self.items {
+            put_str(&mut p, &i.item);
+            p.extend_from_slice(&i.qty.to_be_bytes());
+        }
+        p.extend_from_slice(&(self.touched.len() as u16).to_be_bytes());
+        for t in &self.touched {
+            put_str(&mut p, &t.rule);
+            p.push(match t.scope {
+                Scope::Item => 0,
+                Scope::Total => 1,
+            });
+            p.extend_from_slice(&t.window.to_be_bytes());
+        }
+        p.extend_from_slice(&(self.reply.len() as u32).to_be_bytes());
+        p.extend_from_slice(&self.reply);
+        value::encode(kind::LIMIT_ORDER, self.expires_at, &p)
+    }
+
+    /// Encode an answer for storing in a record.
+    pub fn reply_bytes(reply: &AcquireReply) -> Bytes {
+        let mut b = BytesMut::new();
+        reply.encode(&mut b);
+        b.freeze()
+    }
+}
+
+fn put_str(p: &mut Vec<u8>, s: &str) {
+    p.extend_from_slice(&(s.len() as u16).to_be_bytes());
+    p.extend_from_slice(s.as_bytes());
+}
+
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Corrupt> {
+        if self.0.len() < n {
+            return Err(Corrupt("limit order is truncated".into()));
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, Corrupt> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, Corrupt> {
+        Ok(u16::from_be_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
+    }
+    fn u32(&mut self) -> Result<u32, Corrupt> {
+        Ok(u32::from_be_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+    fn u64(&mut self) -> Result<u64, Corrupt> {
+        Ok(u64::from_be_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+    fn string(&mut self) -> Result<String, Corrupt> {
+        let n = self.u16()? as usize;
+        String::from_utf8(self.take(n)?.to_vec())
+            .map_err(|_| Corrupt("limit order holds non-UTF-8 text".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rush_protocol::cmd::Allowance;
+
+    #[test]
+    fn record_round_trips() {
+        let reply = AcquireReply {
+            replayed: false,
+            allowances: vec![Allowance {
+                rule: "total".into(),
+                item: String::new(),
+                count: 2,
+                limit: 5,
+                resets_at_ms: 99,
+            }],
+        };
+        let rec = OrderRecord {
+            released: false,
+            expires_at: 1000,
+            items: sorted_items(&[OrderItem::new("b", 1), OrderItem::new("a", 2)]),
+            touched: vec![Touched {
+                rule: "total".into(),
+                scope: Scope::Total,
+                window: 7,
+            }],
+            reply: OrderRecord::reply_bytes(&reply),
+        };
+        assert_eq!(rec.items[0].item, "a");
+        let raw = rec.encode();
+        let back = OrderRecord::decode(&raw, 999).unwrap().unwrap();
+        assert_eq!(back, rec);
+        assert_eq!(back.first_reply().unwrap(), reply);
+        assert_eq!(OrderRecord::decode(&raw, 1000).unwrap(), None);
+        assert!(OrderRecord::decode(&raw[..raw.len() - 1], 0).is_err());
+    }
+}

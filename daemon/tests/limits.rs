@@ -1,0 +1,1019 @@
+//! Purchase limits through a real daemon and client: the seed's rules, local
+//! days, fixed and sliding windows, concurrency, idempotency, release,
+//! durability across SIGKILL and restarts, invalid input, run-time policies,
+//! metrics and TTL compaction.
+
+mod common;
+
+use common::{Spawned, TestNode};
+use rush_client::protocol::cmd::{
+    AcquireReply, LimitAcquire, LimitStatus, OrderItem, PolicyDef, Rule, Scope, StatusReply, Window,
+};
+use rush_client::protocol::limits::{MAX_ID, MAX_KEY, MAX_ORDER_ITEMS, MAX_ORDER_QTY};
+use rush_client::protocol::{key_slot, ErrorCode, Reply};
+use rush_client::{Client, ClientError};
+use rush_daemon::storage::keys;
+use rush_daemon::Config;
+use std::path::Path;
+use std::time::Duration;
+
+const HOUR: u64 = 3_600_000;
+const DAY: u64 = 24 * HOUR;
+/// Asia/Shanghai is UTC+8 all year (no DST).
+const SHANGHAI: u64 = 8 * HOUR;
+
+/// The seed's rules: each flash-sale item at most once a day, at most 5
+/// flash-sale purchases a day in total, days in Shanghai time.
+const SEED: &str = r#"
+[limits.policies.flash-sale]
+window = "day:Asia/Shanghai"
+item_max = 1
+total_max = 5
+"#;
+
+fn with_limits(toml: &str) -> impl FnOnce(&mut Config) + '_ {
+    move |c: &mut Config| {
+        c.limits = Config::from_toml(toml, Path::new("test.toml"))
+            .expect("test config parses")
+            .limits;
+    }
+}
+
+/// The next local midnight in Shanghai after `now`, computed by hand (not by
+/// the daemon's time zone library).
+fn next_shanghai_midnight(now: u64) -> u64 {
+    ((now + SHANGHAI) / DAY + 1) * DAY - SHANGHAI
+}
+
+async fn now(c: &Client) -> u64 {
+    c.clock_advance(Duration::ZERO).await.unwrap()
+}
+
+fn item(id: &str) -> Vec<OrderItem> {
+    vec![OrderItem::new(id, 1)]
+}
+
+fn denial(r: Result<AcquireReply, ClientError>) -> rush_client::LimitDenial {
+    let e = r.expect_err("the order should be limited");
+    assert_eq!(e.code(), Some(ErrorCode::Limited), "{e}");
+    e.limit_denial().expect("LIMITED carries the rule")
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, ClientError>) -> ErrorCode {
+    r.expect_err("expected an error answer")
+        .code()
+        .expect("a server error")
+}
+
+#[tokio::test]
+async fn seed_rules_and_the_next_local_day() {
+    let node = TestNode::start_with(with_limits(SEED)).await;
+    let c = &node.client;
+    let u = "860000000000001";
+    // Keep clear of a midnight during the test itself.
+    let t = now(c).await;
+    if next_shanghai_midnight(t) - t < 10 * 60_000 {
+        c.clock_advance(Duration::from_secs(15 * 60)).await.unwrap();
+    }
+    let midnight = next_shanghai_midnight(now(c).await);
+
+    let r = c
+        .limit_acquire("flash-sale", u, "o1", item("sku-1"))
+        .await
+        .unwrap();
+    assert!(!r.replayed);
+    assert_eq!(r.allowances.len(), 2);
+    let (it, total) = (&r.allowances[0], &r.allowances[1]);
+    assert_eq!((it.rule.as_str(), it.item.as_str()), ("item", "sku-1"));
+    assert_eq!((it.count, it.limit, it.remaining()), (1, 1, 0));
+    assert_eq!((total.rule.as_str(), total.item.as_str()), ("total", ""));
+    assert_eq!((total.count, total.limit, total.remaining()), (1, 5, 4));
+    assert_eq!(it.resets_at_ms, midnight, "resets at local midnight");
+    assert_eq!(total.resets_at_ms, midnight);
+
+    // A second purchase of the same item the same day is denied.
+    let d = denial(c.limit_acquire("flash-sale", u, "o2", item("sku-1")).await);
+    assert_eq!(
+        (
+            d.rule.as_str(),
+            d.item.as_str(),
+            d.current,
+            d.limit,
+            d.requested
+        ),
+        ("item", "sku-1", 1, 1, 1)
+    );
+
+    // A mixed order where one item fails records nothing.
+    let before = c.limit_status("flash-sale", u).await.unwrap();
+    let d = denial(
+        c.limit_acquire(
+            "flash-sale",
+            u,
+            "o3",
+            vec![OrderItem::new("sku-2", 1), OrderItem::new("sku-1", 1)],
+        )
+        .await,
+    );
+    assert_eq!((d.rule.as_str(), d.item.as_str()), ("item", "sku-1"));
+    let after = c.limit_status("flash-sale", u).await.unwrap();
+    assert_eq!(before, after, "a denied order changes nothing");
+    assert_eq!(after.count("item", "sku-2"), 0);
+    assert_eq!(after.count("total", ""), 1);
+
+    // Up to five in total; the denied order ids are free to use again.
+    c.limit_acquire(
+        "flash-sale",
+        u,
+        "o2",
+        vec![OrderItem::new("sku-2", 1), OrderItem::new("sku-3", 1)],
+    )
+    .await
+    .unwrap();
+    c.limit_acquire("flash-sale", u, "o3", item("sku-4"))
+        .await
+        .unwrap();
+    let r = c
+        .limit_acquire("flash-sale", u, "o4", item("sku-5"))
+        .await
+        .unwrap();
+    assert_eq!(r.allowances[1].count, 5);
+    assert_eq!(r.allowances[1].remaining(), 0);
+    // The sixth purchase is denied by the total rule.
+    let d = denial(c.limit_acquire("flash-sale", u, "o5", item("sku-6")).await);
+    assert_eq!(
+        (
+            d.rule.as_str(),
+            d.item.as_str(),
+            d.current,
+            d.limit,
+            d.requested
+        ),
+        ("total", "", 5, 5, 1)
+    );
+    let s = c.limit_status("flash-sale", u).await.unwrap();
+    assert_eq!(s.count("total", ""), 5);
+    assert_eq!(
+        s.allowances.iter().filter(|a| a.rule == "item").count(),
+        5,
+        "one entry per item bought: {s:?}"
+    );
+    assert!(s.allowances.iter().all(|a| a.resets_at_ms == midnight));
+
+    // A minute before local midnight it is still the same day (a UTC day
+    // would have reset at 08:00 Shanghai time)...
+    let t = now(c).await;
+    c.clock_advance(Duration::from_millis(midnight - 60_000 - t))
+        .await
+        .unwrap();
+    denial(c.limit_acquire("flash-sale", u, "o5", item("sku-6")).await);
+    denial(c.limit_acquire("flash-sale", u, "o6", item("sku-1")).await);
+    // ...and past it the next local day allows again (a UTC day would not
+    // have ended at 16:00 UTC).
+    c.clock_advance(Duration::from_secs(120)).await.unwrap();
+    c.limit_acquire("flash-sale", u, "o5", item("sku-6"))
+        .await
+        .unwrap();
+    let r = c
+        .limit_acquire("flash-sale", u, "o6", item("sku-1"))
+        .await
+        .unwrap();
+    assert_eq!(r.allowances[0].count, 1);
+    assert_eq!(r.allowances[1].count, 2);
+    assert_eq!(r.allowances[1].resets_at_ms, midnight + DAY);
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn orders_with_quantities_count_their_quantities() {
+    let node = TestNode::start_with(with_limits(SEED)).await;
+    let c = &node.client;
+    let u = "qty-user";
+    // Two of one item is over "each item once".
+    let d = denial(
+        c.limit_acquire("flash-sale", u, "o1", vec![OrderItem::new("a", 2)])
+            .await,
+    );
+    assert_eq!((d.rule.as_str(), d.current, d.requested), ("item", 0, 2));
+    // Five items of one each fit; the total is checked with the order's sum.
+    let five: Vec<OrderItem> = (1..=5)
+        .map(|i| OrderItem::new(format!("s{i}"), 1))
+        .collect();
+    let r = c.limit_acquire("flash-sale", u, "o2", five).await.unwrap();
+    assert_eq!(r.allowances.len(), 6, "five items and the total");
+    assert_eq!(r.allowances[5].count, 5);
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_hundred_concurrent_acquires_exactly_five_succeed() {
+    let node = TestNode::start_with(with_limits(SEED)).await;
+    let mut clients = Vec::new();
+    for _ in 0..20 {
+        clients.push(common::connect(node.addr()).await);
+    }
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let c = clients[i % clients.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            c.limit_acquire(
+                "flash-sale",
+                "hot-user",
+                format!("order-{i}"),
+                item(&format!("sku-{i}")),
+            )
+            .await
+        }));
+    }
+    let (mut ok, mut limited) = (0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => ok += 1,
+            Err(e) => {
+                assert_eq!(e.code(), Some(ErrorCode::Limited), "{e}");
+                let d = e.limit_denial().unwrap();
+                assert_eq!((d.rule.as_str(), d.current), ("total", 5));
+                limited += 1;
+            }
+        }
+    }
+    assert_eq!((ok, limited), (5, 195));
+    let s = node
+        .client
+        .limit_status("flash-sale", "hot-user")
+        .await
+        .unwrap();
+    assert_eq!(s.count("total", ""), 5);
+    assert_eq!(s.allowances.iter().filter(|a| a.rule == "item").count(), 5);
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn replaying_an_order_counts_it_once() {
+    let node = TestNode::start_with(with_limits(SEED)).await;
+    let c = &node.client;
+    let u = "replayer";
+    let order = vec![OrderItem::new("a", 1), OrderItem::new("b", 1)];
+    let first = c
+        .limit_acquire("flash-sale", u, "o1", order.clone())
+        .await
+        .unwrap();
+    assert!(!first.replayed);
+    // A redelivered message, items in another order: the first answer again.
+    for _ in 0..3 {
+        let again = c
+            .limit_acquire(
+                "flash-sale",
+                u,
+                "o1",
+                vec![OrderItem::new("b", 1), OrderItem::new("a", 1)],
+            )
+            .await
+            .unwrap();
+        assert!(again.replayed);
+        assert_eq!(again.allowances, first.allowances);
+    }
+    let s = c.limit_status("flash-sale", u).await.unwrap();
+    assert_eq!(s.count("total", ""), 2, "counted once");
+    assert_eq!(s.count("item", "a"), 1);
+    // The same order id with other items is a conflict, and counts nothing.
+    let e = c
+        .limit_acquire("flash-sale", u, "o1", item("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Conflict), "{e}");
+    assert_eq!(c.limit_status("flash-sale", u).await.unwrap(), s);
+    // A replay even after the items' day has ended still counts nothing
+    // (orders are remembered for at least the longest window).
+    c.clock_advance(Duration::from_millis(DAY + HOUR / 2))
+        .await
+        .unwrap();
+    assert!(
+        c.limit_acquire("flash-sale", u, "o1", order.clone())
+            .await
+            .unwrap()
+            .replayed
+    );
+    assert_eq!(
+        c.limit_status("flash-sale", u)
+            .await
+            .unwrap()
+            .count("total", ""),
+        0
+    );
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn release_gives_back_exactly_once() {
+    let node = TestNode::start_with(with_limits(SEED)).await;
+    let c = &node.client;
+    let u = "refunder";
+    let order = vec![OrderItem::new("a", 1), OrderItem::new("b", 1)];
+    c.limit_acquire("flash-sale", u, "o1", order.clone())
+        .await
+        .unwrap();
+    c.limit_acquire("flash-sale", u, "o2", item("c"))
+        .await
+        .unwrap();
+    assert_eq!(
+        c.limit_status("flash-sale", u)
+            .await
+            .unwrap()
+            .count("total", ""),
+        3
+    );
+
+    let r = c.limit_release("flash-sale", u, "o1").await.unwrap();
+    assert!(!r.replayed);
+    assert_eq!(r.items, order);
+    let s = c.limit_status("flash-sale", u).await.unwrap();
+    assert_eq!(s.count("total", ""), 1);
+    assert_eq!(s.count("item", "a"), 0);
+    assert_eq!(s.count("item", "c"), 1);
+
+    // Item "a" can be bought again; releasing o1 again gives nothing back.
+    c.limit_acquire("flash-sale", u, "o3", item("a"))
+        .await
+        .unwrap();
+    let again = c.limit_release("flash-sale", u, "o1").await.unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.items, order);
+    let s = c.limit_status("flash-sale", u).await.unwrap();
+    assert_eq!(s.count("total", ""), 2);
+    assert_eq!(s.count("item", "a"), 1, "o3's count is untouched");
+    // A replayed acquire of a released order counts nothing either.
+    assert!(
+        c.limit_acquire("flash-sale", u, "o1", order.clone())
+            .await
+            .unwrap()
+            .replayed
+    );
+    assert_eq!(
+        c.limit_status("flash-sale", u)
+            .await
+            .unwrap()
+            .count("total", ""),
+        2
+    );
+
+    // Unknown orders are NOT_FOUND.
+    assert_eq!(
+        code(c.limit_release("flash-sale", u, "never").await),
+        ErrorCode::NotFound
+    );
+    assert_eq!(
+        code(c.limit_release("flash-sale", "other-user", "o2").await),
+        ErrorCode::NotFound
+    );
+
+    // Releasing an order of a day that has ended leaves today's counts alone.
+    c.clock_advance(Duration::from_millis(DAY)).await.unwrap();
+    c.limit_acquire("flash-sale", u, "o4", item("c"))
+        .await
+        .unwrap();
+    let r = c.limit_release("flash-sale", u, "o2").await.unwrap();
+    assert!(!r.replayed);
+    let s = c.limit_status("flash-sale", u).await.unwrap();
+    assert_eq!(s.count("item", "c"), 1);
+    assert_eq!(s.count("total", ""), 1);
+    node.stop().await;
+}
+
+fn policy(name: &str, rules: &[(&str, Scope, u64, &str)]) -> PolicyDef {
+    PolicyDef {
+        name: name.into(),
+        relaxed: false,
+        rules: rules
+            .iter()
+            .map(|(n, scope, max, w)| Rule {
+                name: n.to_string(),
+                scope: *scope,
+                max: *max,
+                window: w.parse().unwrap(),
+            })
+            .collect(),
+    }
+}
+
+#[tokio::test]
+async fn fixed_windows_reset_on_their_boundary() {
+    let node = TestNode::start().await;
+    let c = &node.client;
+    c.limit_policy_set(policy(
+        "per-minute",
+        &[("total", Scope::Total, 2, "fixed:60")],
+    ))
+    .await
+    .unwrap();
+    // Start early in a minute so the test's own requests stay in it.
+    let t = now(c).await;
+    c.clock_advance(Duration::from_millis(60_000 - t % 60_000 + 1_000))
+        .await
+        .unwrap();
+    let boundary = (now(c).await / 60_000 + 1) * 60_000;
+    c.limit_acquire("per-minute", "u", "o1", item("x"))
+        .await
+        .unwrap();
+    let r = c
+        .limit_acquire("per-minute", "u", "o2", item("x"))
+        .await
+        .unwrap();
+    assert_eq!(r.allowances[0].resets_at_ms, boundary);
+    denial(c.limit_acquire("per-minute", "u", "o3", item("x")).await);
+    // (The node clock runs on in real time, so "just before" leaves the
+    // test half a second to get its request in.)
+    let t = now(c).await;
+    c.clock_advance(Duration::from_millis(boundary - 500 - t))
+        .await
+        .unwrap();
+    denial(c.limit_acquire("per-minute", "u", "o3", item("x")).await);
+    c.clock_advance(Duration::from_millis(1000)).await.unwrap();
+    c.limit_acquire("per-minute", "u", "o3", item("x"))
+        .await
+        .unwrap();
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn sliding_windows_forget_each_acquisition_after_the_window() {
+    let node = TestNode::start().await;
+    let c = &node.client;
+    // 60 s in 6 buckets of 10 s: an acquisition counts for more than 60 s
+    // and at most 70 s.
+    c.limit_policy_set(policy(
+        "sliding",
+        &[("recent", Scope::Total, 2, "sliding:60/6")],
+    ))
+    .await
+    .unwrap();
+    let t0 = now(c).await;
+    let first = c
+        .limit_acquire("sliding", "u", "o1", item("x"))
+        .await
+        .unwrap();
+    let resets = first.allowances[0].resets_at_ms;
+    assert!(
+        resets > t0 + 60_000 && resets <= t0 + 71_000,
+        "{resets} vs {t0}"
+    );
+    assert_eq!(resets % 10_000, 0, "a bucket boundary");
+
+    // 30 s later a second one; a third is over the limit.
+    c.clock_advance(Duration::from_secs(30)).await.unwrap();
+    let second = c
+        .limit_acquire("sliding", "u", "o2", item("x"))
+        .await
+        .unwrap();
+    assert_eq!(second.allowances[0].count, 2);
+    assert_eq!(
+        second.allowances[0].resets_at_ms, resets,
+        "the oldest drops first"
+    );
+    denial(c.limit_acquire("sliding", "u", "o3", item("x")).await);
+
+    // Just before the first one's bucket stops counting: still 2.
+    let t = now(c).await;
+    c.clock_advance(Duration::from_millis(resets - 500 - t))
+        .await
+        .unwrap();
+    let s = c.limit_status("sliding", "u").await.unwrap();
+    assert_eq!(s.count("recent", ""), 2);
+    denial(c.limit_acquire("sliding", "u", "o3", item("x")).await);
+    // From then on only the second counts.
+    c.clock_advance(Duration::from_millis(1000)).await.unwrap();
+    let s = c.limit_status("sliding", "u").await.unwrap();
+    assert_eq!(s.count("recent", ""), 1);
+    let third = c
+        .limit_acquire("sliding", "u", "o3", item("x"))
+        .await
+        .unwrap();
+    assert_eq!(third.allowances[0].count, 2);
+    // 80 s on, both of those are gone too.
+    c.clock_advance(Duration::from_secs(80)).await.unwrap();
+    let s = c.limit_status("sliding", "u").await.unwrap();
+    assert_eq!(s.count("recent", ""), 0);
+    assert_eq!(s.get("recent", "").unwrap().resets_at_ms, 0);
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn policies_set_at_run_time_reach_every_shard() {
+    let node = TestNode::start_with(with_limits(SEED)).await;
+    let c = &node.client;
+    let mut def = policy(
+        "coupon",
+        &[
+            ("per-coupon", Scope::Item, 1, "day"),
+            ("weekly", Scope::Total, 3, "fixed:604800"),
+        ],
+    );
+    let r = c.limit_policy_set(def.clone()).await.unwrap();
+    assert!(r.created);
+    // The node's default zone is written in.
+    assert_eq!(r.policy.rules[0].window, Window::Day { tz: "UTC".into() });
+    assert_eq!(c.limit_policy_get("coupon").await.unwrap(), r.policy);
+    let names: Vec<String> = c
+        .limit_policy_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(names, vec!["coupon", "flash-sale"]);
+
+    // Users on both shards (slots below 8192 are shard 0 of 2).
+    let users: Vec<String> = (0..100).map(|i| format!("user-{i}")).collect();
+    let low = users
+        .iter()
+        .find(|u| key_slot(u.as_bytes()) < 8192)
+        .unwrap();
+    let high = users
+        .iter()
+        .find(|u| key_slot(u.as_bytes()) >= 8192)
+        .unwrap();
+    for u in [low, high] {
+        c.limit_acquire("coupon", u.clone(), "o1", item("c1"))
+            .await
+            .unwrap();
+        denial(c.limit_acquire("coupon", u.clone(), "o2", item("c1")).await);
+    }
+
+    // Replacing keeps counts of rules that keep their name and window.
+    def.rules[0].max = 2;
+    let r = c.limit_policy_set(def.clone()).await.unwrap();
+    assert!(!r.created);
+    let r = c
+        .limit_acquire("coupon", low.clone(), "o2", item("c1"))
+        .await
+        .unwrap();
+    assert_eq!(r.allowances[0].count, 2);
+
+    // Bad definitions change nothing.
+    let mut bad = def.clone();
+    bad.rules[0].window = Window::Day {
+        tz: "Mars/Olympus".into(),
+    };
+    assert_eq!(code(c.limit_policy_set(bad).await), ErrorCode::BadRequest);
+    let mut bad = def.clone();
+    bad.rules[1].name = "per-coupon".into();
+    assert_eq!(code(c.limit_policy_set(bad).await), ErrorCode::BadRequest);
+    assert_eq!(c.limit_policy_get("coupon").await.unwrap().rules[0].max, 2);
+    assert_eq!(code(c.limit_policy_get("nope").await), ErrorCode::NotFound);
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn graceful_restart_keeps_counts_orders_and_policies() {
+    let mut node = TestNode::start_with(with_limits(SEED)).await;
+    node.client
+        .limit_policy_set(policy("runtime", &[("total", Scope::Total, 2, "day")]))
+        .await
+        .unwrap();
+    for (i, sku) in ["a", "b", "c"].iter().enumerate() {
+        node.client
+            .limit_acquire("flash-sale", "u", format!("o{i}"), item(sku))
+            .await
+            .unwrap();
+    }
+    node.client
+        .limit_acquire("runtime", "u", "r1", item("a"))
+        .await
+        .unwrap();
+    node.restart().await;
+    let c = &node.client;
+    let s = c.limit_status("flash-sale", "u").await.unwrap();
+    assert_eq!(s.count("total", ""), 3);
+    assert!(
+        c.limit_acquire("flash-sale", "u", "o0", item("a"))
+            .await
+            .unwrap()
+            .replayed
+    );
+    assert_eq!(c.limit_policy_get("runtime").await.unwrap().rules[0].max, 2);
+    assert_eq!(
+        c.limit_status("runtime", "u")
+            .await
+            .unwrap()
+            .count("total", ""),
+        1
+    );
+    c.limit_acquire("runtime", "u", "r2", item("b"))
+        .await
+        .unwrap();
+    denial(c.limit_acquire("runtime", "u", "r3", item("c")).await);
+    node.stop().await;
+}
+
+#[test]
+fn counts_and_policies_survive_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("rushd.toml");
+    std::fs::write(&config, SEED).unwrap();
+    let data = dir.path().join("data");
+    let args = ["--config", config.to_str().unwrap()];
+    let rt = tokio::runtime::Runtime::new().unwrap();
+
+    let mut d = Spawned::start(&data, &args);
+    rt.block_on(async {
+        let c = common::connect(d.addr).await;
+        c.limit_policy_set(policy("runtime", &[("total", Scope::Total, 2, "day")]))
+            .await
+            .unwrap();
+        for i in 0..3 {
+            c.limit_acquire("flash-sale", "u", format!("o{i}"), item(&format!("s{i}")))
+                .await
+                .unwrap();
+        }
+        c.limit_acquire("runtime", "u", "r1", item("a"))
+            .await
+            .unwrap();
+        c.limit_release("flash-sale", "u", "o2").await.unwrap();
+    });
+    // Every acknowledged acquisition was fsynced: a SIGKILL loses none.
+    d.kill9();
+    let d = Spawned::start(&data, &args);
+    rt.block_on(async {
+        let c = common::connect(d.addr).await;
+        let s = c.limit_status("flash-sale", "u").await.unwrap();
+        assert_eq!(s.count("total", ""), 2);
+        assert_eq!(s.count("item", "s0"), 1);
+        assert_eq!(s.count("item", "s2"), 0, "the release survived too");
+        assert!(
+            c.limit_acquire("flash-sale", "u", "o0", item("s0"))
+                .await
+                .unwrap()
+                .replayed
+        );
+        assert!(
+            c.limit_release("flash-sale", "u", "o2")
+                .await
+                .unwrap()
+                .replayed
+        );
+        assert_eq!(
+            c.limit_status("runtime", "u")
+                .await
+                .unwrap()
+                .count("total", ""),
+            1
+        );
+        c.limit_acquire("runtime", "u", "r2", item("b"))
+            .await
+            .unwrap();
+        denial(c.limit_acquire("runtime", "u", "r3", item("c")).await);
+    });
+}
+
+#[tokio::test]
+async fn invalid_input_is_bad_request_and_changes_nothing() {
+    let node = TestNode::start_with(with_limits(SEED)).await;
+    let c = &node.client;
+    let u = "careful";
+    c.limit_acquire("flash-sale", u, "o0", item("a"))
+        .await
+        .unwrap();
+    let before = c.limit_status("flash-sale", u).await.unwrap();
+    let acquire = |policy: &str, user: &[u8], order: &str, items: Vec<OrderItem>| LimitAcquire {
+        policy: policy.into(),
+        user: bytes::Bytes::copy_from_slice(user),
+        order_id: order.into(),
+        items,
+    };
+    let long = "x".repeat(MAX_ID + 1);
+    let cases = vec![
+        (
+            "unknown policy",
+            acquire("nope", u.as_bytes(), "o1", item("b")),
+        ),
+        (
+            "policy name",
+            acquire("no such/policy", u.as_bytes(), "o1", item("b")),
+        ),
+        (
+            "qty 0",
+            acquire(
+                "flash-sale",
+                u.as_bytes(),
+                "o1",
+                vec![OrderItem::new("b", 0)],
+            ),
+        ),
+        (
+            "qty over the maximum",
+            acquire(
+                "flash-sale",
+                u.as_bytes(),
+                "o1",
+                vec![OrderItem::new("b", MAX_ORDER_QTY + 1)],
+            ),
+        ),
+        (
+            "qty u64::MAX",
+            acquire(
+                "flash-sale",
+                u.as_bytes(),
+                "o1",
+                vec![OrderItem::new("b", u64::MAX)],
+            ),
+        ),
+        (
+            "no items",
+            acquire("flash-sale", u.as_bytes(), "o1", vec![]),
+        ),
+        (
+            "too many items",
+            acquire(
+                "flash-sale",
+                u.as_bytes(),
+                "o1",
+                (0..=MAX_ORDER_ITEMS)
+                    .map(|i| OrderItem::new(format!("i{i}"), 1))
+                    .collect(),
+            ),
+        ),
+        (
+            "an item twice",
+            acquire(
+                "flash-sale",
+                u.as_bytes(),
+                "o1",
+                vec![OrderItem::new("b", 1), OrderItem::new("b", 1)],
+            ),
+        ),
+        (
+            "long order id",
+            acquire("flash-sale", u.as_bytes(), &long, item("b")),
+        ),
+        (
+            "empty order id",
+            acquire("flash-sale", u.as_bytes(), "", item("b")),
+        ),
+        (
+            "long item id",
+            acquire("flash-sale", u.as_bytes(), "o1", item(&long)),
+        ),
+        (
+            "empty item id",
+            acquire("flash-sale", u.as_bytes(), "o1", item("")),
+        ),
+        (
+            "long user",
+            acquire("flash-sale", &vec![b'u'; MAX_KEY + 1], "o1", item("b")),
+        ),
+        ("empty user", acquire("flash-sale", b"", "o1", item("b"))),
+    ];
+    for (what, req) in cases {
+        let e = c.call(req).await.unwrap_err();
+        assert_eq!(e.code(), Some(ErrorCode::BadRequest), "{what}: {e}");
+    }
+    assert_eq!(code(c.limit_status("nope", u).await), ErrorCode::BadRequest);
+    assert_eq!(
+        code(c.limit_release("nope", u, "o0").await),
+        ErrorCode::BadRequest
+    );
+    let e = c
+        .call(LimitStatus {
+            policy: "flash-sale".into(),
+            user: bytes::Bytes::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::BadRequest));
+    assert_eq!(c.limit_status("flash-sale", u).await.unwrap(), before);
+    // "o1" was never recorded: it can be used now, and counts normally.
+    let r = c
+        .limit_acquire("flash-sale", u, "o1", item("b"))
+        .await
+        .unwrap();
+    assert!(!r.replayed);
+    assert_eq!(r.allowances[1].count, 2);
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn the_seed_as_one_batch_and_as_one_acquire() {
+    let node = TestNode::start_with(with_limits(SEED)).await;
+    let c = &node.client;
+    let day = Duration::from_millis(DAY);
+    // The seed's five commands (hset, hset, expire, set, expire) as one
+    // atomic BATCH: the keys share the {user} hashtag, so one slot.
+    let replies = c
+        .batch()
+        .hset("mall:sale:freq:ctrl:{860000000000001}", "sku-1", "1")
+        .hset("mall:sale:freq:ctrl:{860000000000001}", "sku-2", "1")
+        .expire("mall:sale:freq:ctrl:{860000000000001}", day)
+        .set("mall:sale:order:{860000000000001}:o1", "1", Duration::ZERO)
+        .expire("mall:sale:order:{860000000000001}:o1", day)
+        .exec()
+        .await
+        .unwrap();
+    assert_eq!(
+        replies,
+        vec![
+            Reply::HSet(1),
+            Reply::HSet(1),
+            Reply::Expire(true),
+            Reply::Set(true),
+            Reply::Expire(true)
+        ]
+    );
+    // The same rule as one LIMIT_ACQUIRE, routed by the same hashtag rule:
+    // checked, counted, idempotent and resetting at local midnight.
+    let user = "{860000000000001}";
+    let order = vec![OrderItem::new("sku-1", 1), OrderItem::new("sku-2", 1)];
+    let r = c
+        .limit_acquire("flash-sale", user, "o1", order.clone())
+        .await
+        .unwrap();
+    assert_eq!(r.allowances.len(), 3);
+    assert_eq!(
+        key_slot(user.as_bytes()),
+        key_slot(b"mall:sale:freq:ctrl:{860000000000001}")
+    );
+    // Run twice, the BATCH would have written twice; the acquire counts once.
+    assert!(
+        c.limit_acquire("flash-sale", user, "o1", order)
+            .await
+            .unwrap()
+            .replayed
+    );
+    let s: StatusReply = c.limit_status("flash-sale", user).await.unwrap();
+    assert_eq!(s.count("total", ""), 2);
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn durability_is_sync_unless_the_policy_is_relaxed() {
+    let node = TestNode::start_with(with_limits(
+        r#"
+[limits.policies.strict]
+window = "fixed:3600"
+total_max = 100
+
+[limits.policies.loose]
+durability = "relaxed"
+window = "fixed:3600"
+total_max = 100
+"#,
+    ))
+    .await;
+    let c = &node.client;
+    let syncs = || {
+        node.running()
+            .storage()
+            .stats
+            .syncs
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = syncs();
+    c.limit_acquire("loose", "u", "o1", item("a"))
+        .await
+        .unwrap();
+    c.limit_release("loose", "u", "o1").await.unwrap();
+    assert_eq!(syncs(), before, "relaxed: written without an fsync");
+    c.limit_acquire("strict", "u", "o1", item("a"))
+        .await
+        .unwrap();
+    assert_eq!(syncs(), before + 1, "sync: fsynced before the answer");
+    c.limit_release("strict", "u", "o1").await.unwrap();
+    assert_eq!(syncs(), before + 2);
+    // Status reads write nothing.
+    c.limit_status("strict", "u").await.unwrap();
+    assert_eq!(syncs(), before + 2);
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn expired_counters_and_orders_are_compacted_away() {
+    let node = TestNode::start_with(with_limits(
+        r#"
+[limits]
+order_retention_secs = 7200
+
+[limits.policies.minute]
+window = "fixed:60"
+item_max = 5
+total_max = 10
+"#,
+    ))
+    .await;
+    let c = &node.client;
+    let u = "compact-me";
+    for i in 0..3 {
+        c.limit_acquire("minute", u, format!("o{i}"), item(&format!("s{i}")))
+            .await
+            .unwrap();
+    }
+    let slot = key_slot(u.as_bytes());
+    let storage = node.running().storage().clone();
+    let shard = keys::shard_of_slot(slot, storage.shards());
+    let raw = |ks: u8| {
+        let (from, to) = keys::keyspace_range(slot, ks);
+        storage.count_raw(shard, &from, &to).unwrap()
+    };
+    assert_eq!(raw(keys::ks::LIMIT_COUNTER), 4, "three items and the total");
+    assert_eq!(raw(keys::ks::LIMIT_ORDER), 3);
+    c.clock_advance(Duration::from_secs(61)).await.unwrap();
+    c.compact().await.unwrap();
+    assert_eq!(
+        raw(keys::ks::LIMIT_COUNTER),
+        0,
+        "counters end with their window"
+    );
+    assert_eq!(
+        raw(keys::ks::LIMIT_ORDER),
+        3,
+        "orders are kept for the retention"
+    );
+    assert!(
+        c.limit_acquire("minute", u, "o0", item("s0"))
+            .await
+            .unwrap()
+            .replayed
+    );
+    c.clock_advance(Duration::from_secs(7200)).await.unwrap();
+    c.compact().await.unwrap();
+    assert_eq!(raw(keys::ks::LIMIT_ORDER), 0);
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn metrics_count_outcomes_and_denials_by_rule() {
+    let node = TestNode::start_with(with_limits(SEED)).await;
+    let c = &node.client;
+    c.limit_acquire("flash-sale", "m", "o1", item("a"))
+        .await
+        .unwrap();
+    c.limit_acquire("flash-sale", "m", "o1", item("a"))
+        .await
+        .unwrap();
+    denial(c.limit_acquire("flash-sale", "m", "o2", item("a")).await);
+    denial(c.limit_acquire("flash-sale", "m", "o3", item("a")).await);
+    c.limit_release("flash-sale", "m", "o1").await.unwrap();
+    let _ = c.limit_status("unknown-policy", "m").await;
+    let (status, body) = common::http_get(node.running().http_addr().unwrap(), "/metrics").await;
+    assert_eq!(status, 200);
+    let value = |name: &str, labels: &[&str]| -> Option<u64> {
+        body.lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) && labels.iter().all(|x| l.contains(x)))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    };
+    let acq = "rush_limit_acquires_total";
+    let p = "policy=\"flash-sale\"";
+    assert_eq!(value(acq, &[p, "outcome=\"allowed\""]), Some(1));
+    assert_eq!(value(acq, &[p, "outcome=\"replayed\""]), Some(1));
+    assert_eq!(value(acq, &[p, "outcome=\"limited\""]), Some(2));
+    assert_eq!(
+        value("rush_limit_denials_total", &[p, "rule=\"item\""]),
+        Some(2)
+    );
+    assert_eq!(
+        value("rush_limit_denials_total", &[p, "rule=\"total\""]),
+        Some(0)
+    );
+    assert_eq!(
+        value("rush_limit_releases_total", &[p, "outcome=\"released\""]),
+        Some(1)
+    );
+    assert!(body.contains("rush_limit_unknown_policy_total 1"), "{body}");
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn status_lists_at_most_a_thousand_items() {
+    let node = TestNode::start_with(with_limits(
+        r#"
+[limits.policies.bulk]
+window = "fixed:3600"
+item_max = 1
+total_max = 100000
+"#,
+    ))
+    .await;
+    let c = &node.client;
+    for o in 0..11 {
+        let items = (0..MAX_ORDER_ITEMS).map(|i| OrderItem::new(format!("o{o:02}-i{i:03}"), 1));
+        c.limit_acquire("bulk", "big-buyer", format!("order-{o}"), items)
+            .await
+            .unwrap();
+    }
+    let s = c.limit_status("bulk", "big-buyer").await.unwrap();
+    assert!(s.truncated);
+    let items: Vec<&str> = s
+        .allowances
+        .iter()
+        .filter(|a| a.rule == "item")
+        .map(|a| a.item.as_str())
+        .collect();
+    assert_eq!(items.len(), 1000);
+    assert_eq!(
+        (items[0], items[999]),
+        ("o00-i000", "o09-i099"),
+        "in item order"
+    );
+    // The total is always there, and right.
+    assert_eq!(s.count("total", ""), 1100);
+    node.stop().await;
+}

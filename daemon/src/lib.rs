@@ -2,6 +2,7 @@
 //! Bloom-guarded lookups and red envelopes. See DESIGN.md at the top of the
 //! repository for the shape; this crate is the library, `rushd` a thin main.
 
+pub mod catalog;
 pub mod clock;
 pub mod config;
 pub mod http;

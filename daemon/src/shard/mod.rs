@@ -9,6 +9,7 @@
 
 pub mod txn;
 
+use crate::catalog::Catalog;
 use crate::clock::Clock;
 use crate::config::{Config, Durability};
 use crate::kv::Kv;
@@ -109,6 +110,8 @@ pub struct Shard {
     rx: Receiver<ShardMsg>,
     ctx: ShardContext,
     kv: Kv,
+    /// Bloom-guarded catalog lookups: filter, hot cache, storage.
+    catalog: Catalog,
     /// ID segments of this shard's slots (short codes, envelope ids).
     segments: Segments,
 }
@@ -126,6 +129,12 @@ pub fn spawn(
             durable: ctx.config.storage.kv_durability == Durability::Sync,
         },
         segments: Segments::default(),
+        catalog: Catalog::new(
+            id,
+            ctx.config.shard_count(),
+            &ctx.config.catalog,
+            ctx.metrics.clone(),
+        ),
         ctx,
     };
     let thread = std::thread::Builder::new()
@@ -143,6 +152,8 @@ impl Shard {
         let mut tick_waiters = Vec::new();
         let mut stopping = false;
         tracing::debug!(shard = self.id, "shard started");
+        // Before the first request: a filter missing owners would deny them.
+        self.catalog.open(&self.ctx.storage);
         while !stopping {
             let wait = next_tick.saturating_duration_since(Instant::now());
             match self.rx.recv_timeout(wait) {
@@ -200,6 +211,7 @@ impl Shard {
     fn execute(&mut self, jobs: &mut Vec<Job>) {
         let storage = self.ctx.storage.clone();
         let now = self.ctx.clock.now_ms();
+        self.catalog.begin_group(self.rx.len());
         let mut txn = Txn::new(&storage, self.id);
         let mut results = Vec::with_capacity(jobs.len());
         for job in jobs.iter() {
@@ -223,6 +235,7 @@ impl Shard {
     fn apply(&mut self, req: &Request, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
         match req.opcode().service() {
             Service::Kv => self.kv.apply(req, now, txn),
+            Service::Catalog => self.catalog.apply(req, now, txn),
             _ => Err(RushError::internal(format!(
                 "{} reached a shard but is not a shard request",
                 req.opcode().name()
@@ -258,6 +271,7 @@ impl Shard {
         let txn = Txn::new(&storage, self.id);
         // Services' timers run here, each finishing its writes with
         // `txn.finish_request(ok)`.
+        self.catalog.tick(&storage);
         if let Err(e) = self.commit(txn) {
             tracing::warn!(shard = self.id, error = %e, "timer writes failed; they run again next tick");
         }
@@ -266,5 +280,6 @@ impl Shard {
     /// A commit failed: forget in-memory state that may reflect it.
     fn on_commit_failure(&mut self) {
         self.segments.clear();
+        self.catalog.on_commit_failure();
     }
 }

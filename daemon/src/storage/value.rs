@@ -18,6 +18,10 @@ pub mod kind {
     pub const HASH: u8 = 2;
     /// An ID sequence's high-water mark (`u64`).
     pub const SEQUENCE: u8 = 3;
+    /// A catalog owner's record set (see `catalog::store`).
+    pub const CATALOG_RECORDS: u8 = 0x30;
+    /// A catalog alias: the owner's bytes.
+    pub const CATALOG_ALIAS: u8 = 0x31;
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -103,6 +103,10 @@ impl Running {
         node.storage.flush().context("flushing storage")?;
         if let Some(http) = self.http {
             http.abort();
+            // Wait until the task is gone: it holds the node, and with it
+            // the storage, whose RocksDB lock a restart in the same process
+            // (tests) must be able to take.
+            let _ = http.await;
         }
         tracing::info!("stopped");
         Ok(())

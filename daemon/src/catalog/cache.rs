@@ -101,9 +101,7 @@ fn entry_bytes(key: &Key, value: &Cached) -> usize {
             Cached::Records(recs) => recs
                 .iter()
                 .map(|r| {
-                    RECORD_OVERHEAD
-                        + r.encoded_len()
-                        + r.attributes.len() * ATTRIBUTE_OVERHEAD
+                    RECORD_OVERHEAD + r.encoded_len() + r.attributes.len() * ATTRIBUTE_OVERHEAD
                 })
                 .sum(),
             Cached::Alias(owner) => owner.as_ref().map_or(0, |o| o.len()),
@@ -165,13 +163,15 @@ impl HotCache {
         self.index.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
     fn find(&self, hash: u64, item: Item) -> Option<u32> {
         let slab = &self.slab;
         self.index
             .find(hash, |&i| {
-                slab[i as usize]
-                    .as_ref()
-                    .is_some_and(|e| e.key.is(item))
+                slab[i as usize].as_ref().is_some_and(|e| e.key.is(item))
             })
             .copied()
     }
@@ -180,7 +180,9 @@ impl HotCache {
     /// (see [`HotCache::entry`]). An expired entry is dropped: a miss.
     pub fn lookup(&mut self, hash: u64, item: Item, now: u64) -> Option<u32> {
         let i = self.find(hash, item)?;
-        let e = self.slab[i as usize].as_mut().expect("indexed slot is full");
+        let e = self.slab[i as usize]
+            .as_mut()
+            .expect("indexed slot is full");
         if e.expires_at <= now {
             self.remove_at(i);
             return None;
@@ -191,7 +193,9 @@ impl HotCache {
 
     /// The entry at a position [`HotCache::lookup`] returned.
     pub fn entry(&self, i: u32) -> &Entry {
-        self.slab[i as usize].as_ref().expect("looked-up slot is full")
+        self.slab[i as usize]
+            .as_ref()
+            .expect("looked-up slot is full")
     }
 
     #[cfg(test)]
@@ -244,7 +248,10 @@ impl HotCache {
         };
         let slab = &self.slab;
         self.index.insert_unique(hash, i, |&j| {
-            slab[j as usize].as_ref().expect("indexed slot is full").hash
+            slab[j as usize]
+                .as_ref()
+                .expect("indexed slot is full")
+                .hash
         });
         self.bytes += bytes;
         true
@@ -356,7 +363,10 @@ mod tests {
             assert!(c.bytes() <= 16 * 1024);
             // Keep touching owner0: second chance keeps it.
             if i % 4 == 0 {
-                assert!(c.get(h("owner0"), Item::Owner(b"owner0"), 0).is_some(), "at {i}");
+                assert!(
+                    c.get(h("owner0"), Item::Owner(b"owner0"), 0).is_some(),
+                    "at {i}"
+                );
             }
         }
         assert!(ev.get() > 400, "evicted {}", ev.get());
@@ -381,7 +391,10 @@ mod tests {
         let mut c = HotCache::new(8 * 1024, 1_000, 0.0, counter());
         assert!(c.insert(h("a"), Item::Owner(b"a"), recs(1), 0, 0));
         assert!(!c.insert(h("a"), Item::Owner(b"a"), recs(50), 0, 0));
-        assert!(c.get(h("a"), Item::Owner(b"a"), 0).is_none(), "old entry dropped");
+        assert!(
+            c.get(h("a"), Item::Owner(b"a"), 0).is_none(),
+            "old entry dropped"
+        );
         assert_eq!(c.bytes(), 0);
     }
 }

@@ -93,8 +93,7 @@ impl CatalogConfig {
         if self.bloom_expected_items == 0 || self.bloom_expected_items > 10_000_000_000 {
             return Err("catalog.bloom_expected_items must be within 1..=10000000000".into());
         }
-        if !(self.bloom_rebuild_stale_fraction > 0.0 && self.bloom_rebuild_stale_fraction <= 1.0)
-        {
+        if !(self.bloom_rebuild_stale_fraction > 0.0 && self.bloom_rebuild_stale_fraction <= 1.0) {
             return Err("catalog.bloom_rebuild_stale_fraction must be within (0, 1]".into());
         }
         if self.bloom_rebuild_keys_per_tick == 0 {

@@ -233,7 +233,10 @@ impl Catalog {
     fn new_filter(&self) -> ScalableBloom {
         let share = self.cfg.bloom_expected_items / self.shards.max(1) as u64;
         let live = self.bloom.items().saturating_sub(self.stale);
-        ScalableBloom::new(share.max(live.saturating_mul(2)).max(1), self.cfg.bloom_fp_rate)
+        ScalableBloom::new(
+            share.max(live.saturating_mul(2)).max(1),
+            self.cfg.bloom_fp_rate,
+        )
     }
 
     /// Build the filter from storage before the shard serves anything.
@@ -278,7 +281,11 @@ impl Catalog {
             Request::CatalogWarm(r) => self.warm(r, now, txn),
             Request::CatalogShed(r) => {
                 self.shed = r.mode;
-                tracing::info!(shard = self.shard, mode = r.mode.name(), "catalog shedding switched");
+                tracing::info!(
+                    shard = self.shard,
+                    mode = r.mode.name(),
+                    "catalog shedding switched"
+                );
                 self.gauges.shedding.set(self.shedding() as i64);
                 Ok(Reply::CatalogShed(()))
             }
@@ -365,7 +372,11 @@ impl Catalog {
         self.bloom = rb.filter;
         self.bloom_ready = true;
         self.metrics.catalog.bloom_rebuilds.inc();
-        tracing::info!(shard = self.shard, items = self.bloom.items(), "catalog Bloom filter rebuilt");
+        tracing::info!(
+            shard = self.shard,
+            items = self.bloom.items(),
+            "catalog Bloom filter rebuilt"
+        );
     }
 
     // ── layers 2 and 3 ────────────────────────────────────────────────────
@@ -585,7 +596,12 @@ impl Catalog {
         Ok(Reply::CatalogDelete(true))
     }
 
-    fn alias_set(&mut self, r: &CatalogAliasSet, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+    fn alias_set(
+        &mut self,
+        r: &CatalogAliasSet,
+        now: u64,
+        txn: &mut Txn,
+    ) -> Result<Reply, RushError> {
         let item = Item::Alias {
             kind: &r.kind,
             alias: &r.alias,
@@ -604,7 +620,12 @@ impl Catalog {
         Ok(Reply::CatalogAliasSet(!existed))
     }
 
-    fn alias_del(&mut self, r: &CatalogAliasDel, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+    fn alias_del(
+        &mut self,
+        r: &CatalogAliasDel,
+        now: u64,
+        txn: &mut Txn,
+    ) -> Result<Reply, RushError> {
         let item = Item::Alias {
             kind: &r.kind,
             alias: &r.alias,

@@ -306,7 +306,10 @@ mod tests {
             parse_time("2026-11-29T08:00:00Z").unwrap(),
             1_795_910_400_000 + 8 * 3_600_000
         );
-        assert_eq!(parse_time("2000-02-29T00:00:00.250Z").unwrap(), 951_782_400_250);
+        assert_eq!(
+            parse_time("2000-02-29T00:00:00.250Z").unwrap(),
+            951_782_400_250
+        );
         assert!(parse_time("2026-02-30").is_err());
         assert!(parse_time("2026-11-29T08:00:00").is_err());
         assert!(parse_time("yesterday").is_err());

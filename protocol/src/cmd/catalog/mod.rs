@@ -97,11 +97,10 @@ impl Record {
     /// Does the record pass a query's filter?
     pub fn matches(&self, filter: &CatalogFilter) -> bool {
         filter.valid_at.is_none_or(|at| self.is_valid_at(at))
-            && filter.attributes.iter().all(|(name, value)| {
-                self.attributes
-                    .iter()
-                    .any(|(n, v)| n == name && v == value)
-            })
+            && filter
+                .attributes
+                .iter()
+                .all(|(name, value)| self.attributes.iter().any(|(n, v)| n == name && v == value))
     }
 
     /// Bytes of the wire form (the limits count these).
@@ -312,7 +311,10 @@ mod tests {
 
     #[test]
     fn alias_kinds_separate_slots_input() {
-        assert_eq!(alias_slot(b"name", b"acme"), parts_slot(&[b"name", b"acme"]));
+        assert_eq!(
+            alias_slot(b"name", b"acme"),
+            parts_slot(&[b"name", b"acme"])
+        );
         assert_ne!(alias_slot(b"ab", b"c"), alias_slot(b"a", b"bc"));
     }
 }

@@ -1,6 +1,6 @@
 use super::read_owner;
-use crate::codec::{DecodeError, Reader, Wire, WriteExt};
 use crate::cmd::catalog::Record;
+use crate::codec::{DecodeError, Reader, Wire, WriteExt};
 use crate::{key_slot, RushError, Target};
 use bytes::{Bytes, BytesMut};
 

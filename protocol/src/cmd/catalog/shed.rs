@@ -56,7 +56,12 @@ impl Wire for CatalogShed {
             0 => ShedMode::Off,
             1 => ShedMode::On,
             2 => ShedMode::Auto,
-            m => return Err(DecodeError::invalid("mode", format!("{m} (0 off, 1 on, 2 auto)"))),
+            m => {
+                return Err(DecodeError::invalid(
+                    "mode",
+                    format!("{m} (0 off, 1 on, 2 auto)"),
+                ))
+            }
         };
         Ok(CatalogShed { mode })
     }

@@ -62,6 +62,7 @@ use crate::shard::txn::Txn;
 use crate::storage::value::{self, kind, Stored, HEADER};
 use crate::storage::{keys, Storage};
 use bloom::ScalableBloom;
+use bytes::BufMut;
 use bytes::Bytes;
 use cache::{Cached, HotCache, Item};
 use metrics::{Op, Path};
@@ -69,7 +70,7 @@ use prometheus::IntGauge;
 use rebuild::Rebuild;
 use rush_protocol::cmd::*;
 use rush_protocol::limits::MAX_OWNER_BYTES;
-use rush_protocol::{key_slot, ErrorCode, Reply, Request, RushError, Wire};
+use rush_protocol::{key_slot, ErrorCode, Reply, Request, RushError, Wire, WriteExt};
 use std::borrow::Cow;
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::Arc;
@@ -78,6 +79,10 @@ use std::sync::Arc;
 const RECORDS_FORMAT: u8 = 1;
 /// A filter with more layers than this is rebuilt into one (fewer probes).
 const MAX_LAYERS: usize = 4;
+/// Slots a background rebuild scans per tick at most: a seek per slot costs
+/// a few microseconds even when the slot is empty, so this bounds a tick's
+/// pause to a few milliseconds (a full pass over 16384 slots takes 16 ticks).
+const REBUILD_SLOTS_PER_TICK: usize = 1024;
 
 /// The catalog service of one shard. Lives on the shard thread.
 pub struct Catalog {
@@ -155,11 +160,12 @@ fn too_large(message: String) -> RushError {
 /// record id.
 fn encode_records(records: &[Record]) -> Vec<u8> {
     let mut body = bytes::BytesMut::new();
-    body.extend_from_slice(&[RECORDS_FORMAT]);
-    CatalogQueryReply {
-        records: records.to_vec(),
+    body.put_u8(RECORDS_FORMAT);
+    // The same bytes as `CatalogQueryReply::encode`, without building one.
+    body.put_count(records.len());
+    for r in records {
+        r.encode(&mut body);
     }
-    .encode(&mut body);
     value::encode(kind::CATALOG_RECORDS, 0, &body)
 }
 
@@ -229,12 +235,13 @@ impl Catalog {
     }
 
     /// An empty filter sized for this shard's share of the expected items,
-    /// or for twice what it holds now if that is more.
+    /// or for 1.5 × what it holds now if that is more (room to grow before
+    /// a second layer is needed).
     fn new_filter(&self) -> ScalableBloom {
         let share = self.cfg.bloom_expected_items / self.shards.max(1) as u64;
         let live = self.bloom.items().saturating_sub(self.stale);
         ScalableBloom::new(
-            share.max(live.saturating_mul(2)).max(1),
+            share.max(live.saturating_add(live / 2)).max(1),
             self.cfg.bloom_fp_rate,
         )
     }
@@ -244,7 +251,9 @@ impl Catalog {
         let started = std::time::Instant::now();
         let mut rb = Rebuild::new(self.new_filter(), self.first_slot, self.last_slot, 0);
         let hasher = &self.hasher;
-        match rb.step(storage, self.shard, usize::MAX, |i| hash_item(hasher, i)) {
+        match rb.step(storage, self.shard, usize::MAX, usize::MAX, |i| {
+            hash_item(hasher, i)
+        }) {
             Ok(_) => {
                 tracing::debug!(
                     shard = self.shard,
@@ -305,7 +314,9 @@ impl Catalog {
         if let Some(rb) = self.rebuild.as_mut() {
             let hasher = &self.hasher;
             let budget = self.cfg.bloom_rebuild_keys_per_tick;
-            match rb.step(storage, self.shard, budget, |i| hash_item(hasher, i)) {
+            match rb.step(storage, self.shard, budget, REBUILD_SLOTS_PER_TICK, |i| {
+                hash_item(hasher, i)
+            }) {
                 Ok(true) => self.finish_rebuild(),
                 Ok(false) => {}
                 Err(e) => {
@@ -687,5 +698,34 @@ impl Catalog {
         g.bloom_stale.set(self.stale as i64);
         g.shedding.set(self.shedding() as i64);
         self.metrics.catalog.refresh_false_positive_rate();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stored form is pinned: a change to the wire form of records must
+    /// not silently change what is on disk.
+    #[test]
+    fn stored_record_sets_are_pinned() {
+        let records = vec![Record::new("c1").attr("k", "v").valid(Some(1), None)];
+        let raw = encode_records(&records);
+        let expected: &[u8] = &[
+            0x30, 0, 0, 0, 0, 0, 0, 0, 0, // kind CATALOG_RECORDS, no expiry
+            1, // format
+            0, 0, 0, 1, // one record
+            0, 0, 0, 2, b'c', b'1', // id
+            0, 0, 0, 1, 0, 0, 0, 1, b'k', 0, 0, 0, 1, b'v', // k = v
+            1, 0, 0, 0, 0, 0, 0, 0, 1, // valid_from 1
+            0, // valid_to absent
+        ];
+        assert_eq!(raw, expected);
+        assert_eq!(decode_records(raw.clone()).unwrap(), records);
+        let mut wrong_format = raw.clone();
+        wrong_format[HEADER] = 2;
+        assert!(decode_records(wrong_format).is_err());
+        assert!(decode_records(raw[..raw.len() - 1].to_vec()).is_err());
+        assert!(decode_records(value::encode(kind::STRING, 0, b"x")).is_err());
     }
 }

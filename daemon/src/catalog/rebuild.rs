@@ -39,16 +39,19 @@ impl Rebuild {
         }
     }
 
-    /// Scan whole slots until at least `budget` keys were read or every slot
-    /// is done; true when done.
+    /// Scan whole slots until at least `key_budget` keys were read, or
+    /// `slot_budget` slots were scanned (each scan is an iterator seek, even
+    /// on an empty slot), or every slot is done; true when done.
     pub fn step(
         &mut self,
         storage: &Storage,
         shard: usize,
-        budget: usize,
+        key_budget: usize,
+        slot_budget: usize,
         hash: impl Fn(Item) -> u64,
     ) -> Result<bool, StorageError> {
         let mut read = 0usize;
+        let mut slots = 0usize;
         while self.next <= self.last as u32 {
             let slot = self.next as u16;
             let (from, to) = keys::catalog_range(slot);
@@ -64,7 +67,8 @@ impl Rebuild {
                 true
             })?;
             self.next += 1;
-            if read >= budget {
+            slots += 1;
+            if read >= key_budget || slots >= slot_budget {
                 break;
             }
         }

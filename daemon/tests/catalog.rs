@@ -180,6 +180,24 @@ async fn a_bloom_negative_reads_nothing() {
         negatives >= 280,
         "only {negatives} of 300 were Bloom negatives"
     );
+    // The same figures on /metrics.
+    c.clock_advance(Duration::ZERO).await.unwrap();
+    let http = node.running().http_addr().expect("http on");
+    let (status, body) = common::http_get(http, "/metrics").await;
+    assert_eq!(status, 200);
+    let line =
+        format!("rush_catalog_answers_total{{op=\"query\",path=\"bloom_negative\"}} {negatives}");
+    assert!(body.contains(&line), "no {line:?} in /metrics");
+    for name in [
+        "rush_catalog_bloom_false_positive_rate",
+        "rush_catalog_cache_bytes{shard=\"0\"}",
+        "rush_catalog_cache_evictions_total",
+        "rush_catalog_single_flight_joins_total",
+        "rush_catalog_shed_total",
+        "rush_catalog_bloom_items{shard=\"1\"}",
+    ] {
+        assert!(body.contains(name), "no {name} in /metrics");
+    }
     node.stop().await;
 }
 

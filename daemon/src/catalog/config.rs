@@ -90,8 +90,8 @@ impl CatalogConfig {
         if !(self.bloom_fp_rate > 0.0 && self.bloom_fp_rate <= 0.5) {
             return Err("catalog.bloom_fp_rate must be within (0, 0.5]".into());
         }
-        if self.bloom_expected_items == 0 || self.bloom_expected_items > 10_000_000_000 {
-            return Err("catalog.bloom_expected_items must be within 1..=10000000000".into());
+        if self.bloom_expected_items == 0 || self.bloom_expected_items > 1_000_000_000 {
+            return Err("catalog.bloom_expected_items must be within 1..=1000000000".into());
         }
         if !(self.bloom_rebuild_stale_fraction > 0.0 && self.bloom_rebuild_stale_fraction <= 1.0) {
             return Err("catalog.bloom_rebuild_stale_fraction must be within (0, 1]".into());

@@ -15,6 +15,7 @@
 //! [`ClientError::ConnectionLost`] (their outcome is unknown).
 
 mod batch;
+mod catalog;
 mod connection;
 mod duration;
 mod error;

@@ -52,6 +52,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub tls: TlsConfig,
     pub limits: crate::limits::LimitsConfig,
+    pub catalog: crate::catalog::CatalogConfig,
     pub debug: DebugConfig,
 }
 
@@ -274,6 +275,7 @@ impl Config {
             return bad("storage.data_dir must not be empty".into());
         }
         self.limits.validate().map_err(ConfigError::Invalid)?;
+        self.catalog.validate().map_err(ConfigError::Invalid)?;
         Ok(())
     }
 }

@@ -3,6 +3,7 @@
 //! repository for the shape; this crate is the library, `rushd` a thin main.
 
 pub mod auth;
+pub mod catalog;
 pub mod clock;
 pub mod config;
 pub mod http;

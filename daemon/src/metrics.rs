@@ -34,6 +34,7 @@ pub struct Metrics {
     pub storage_reads: IntGauge,
     pub auth_failures: IntCounter,
     pub limits: crate::limits::LimitsMetrics,
+    pub catalog: crate::catalog::CatalogMetrics,
 }
 
 fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: T) -> T {
@@ -167,6 +168,7 @@ impl Metrics {
                 .expect("valid"),
             ),
             limits: crate::limits::LimitsMetrics::new(&r),
+            catalog: crate::catalog::CatalogMetrics::new(&r),
             registry: r,
         }
     }

@@ -29,6 +29,24 @@ fn example_config_states_the_defaults() {
     assert!(!c.debug.clock_control);
     assert_eq!(c.limits.default_time_zone, d.limits.default_time_zone);
     assert_eq!(c.limits.order_retention_secs, d.limits.order_retention_secs);
+    let (cat, dcat) = (&c.catalog, &d.catalog);
+    assert_eq!(cat.bloom_expected_items, dcat.bloom_expected_items);
+    assert_eq!(cat.bloom_fp_rate, dcat.bloom_fp_rate);
+    assert_eq!(
+        cat.bloom_rebuild_stale_fraction,
+        dcat.bloom_rebuild_stale_fraction
+    );
+    assert_eq!(cat.bloom_rebuild_min_stale, dcat.bloom_rebuild_min_stale);
+    assert_eq!(
+        cat.bloom_rebuild_keys_per_tick,
+        dcat.bloom_rebuild_keys_per_tick
+    );
+    assert_eq!(cat.cache_mb, dcat.cache_mb);
+    assert_eq!(cat.cache_ttl_secs, dcat.cache_ttl_secs);
+    assert_eq!(cat.cache_ttl_jitter, dcat.cache_ttl_jitter);
+    assert_eq!(cat.shed, dcat.shed);
+    assert_eq!(cat.shed_queue_depth, dcat.shed_queue_depth);
+    assert_eq!(cat.max_records_per_owner, dcat.max_records_per_owner);
 }
 
 #[test]
@@ -71,6 +89,28 @@ fn bad_limit_policies_are_refused() {
     }
     let e = Config::from_toml("[limits.policies.p]\nwindw = \"day\"\n", p).unwrap_err();
     assert!(e.to_string().contains("windw"), "{e}");
+}
+
+#[test]
+fn catalog_section_is_checked() {
+    let p = Path::new("test.toml");
+    let c = Config::from_toml("[catalog]\nshed = \"auto\"\nbloom_fp_rate = 0.001\n", p).unwrap();
+    c.validate().unwrap();
+    assert_eq!(c.catalog.shed, rush_daemon::catalog::config::Shed::Auto);
+    assert!(Config::from_toml("[catalog]\nshed = \"sometimes\"\n", p).is_err());
+    assert!(Config::from_toml("[catalog]\nbloom_size = 1\n", p).is_err());
+    for bad in [
+        "bloom_fp_rate = 0.0",
+        "bloom_fp_rate = 0.9",
+        "bloom_expected_items = 0",
+        "cache_mb = 0",
+        "cache_ttl_jitter = 1.0",
+        "max_records_per_owner = 5000",
+        "bloom_rebuild_stale_fraction = 0.0",
+    ] {
+        let c = Config::from_toml(&format!("[catalog]\n{bad}\n"), p).unwrap();
+        assert!(c.validate().is_err(), "{bad} was accepted");
+    }
 }
 
 #[test]

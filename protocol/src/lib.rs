@@ -251,6 +251,24 @@ commands! {
     0x45 "LIMIT_POLICY_LIST" => LimitPolicyList(LimitPolicyList) -> PolicyListReply, idempotent = true;
 
     // ── catalog lookups (0x50–0x5f) ──────────────────────────────────────
+    /// Add or replace one record of an owner.
+    0x50 "CATALOG_PUT" => CatalogPut(CatalogPut) -> bool, idempotent = true;
+    /// Remove one record of an owner.
+    0x51 "CATALOG_DELETE" => CatalogDelete(CatalogDelete) -> bool, idempotent = true;
+    /// Point an alias (kind, alias) at an owner.
+    0x52 "CATALOG_ALIAS_SET" => CatalogAliasSet(CatalogAliasSet) -> bool, idempotent = true;
+    /// Remove an alias.
+    0x53 "CATALOG_ALIAS_DEL" => CatalogAliasDel(CatalogAliasDel) -> bool, idempotent = true;
+    /// An owner's records matching a filter: Bloom filter, cache, storage.
+    0x54 "CATALOG_QUERY" => CatalogQuery(CatalogQuery) -> CatalogQueryReply, idempotent = true;
+    /// The owner an alias points at (first step of a query by alias).
+    0x55 "CATALOG_RESOLVE" => CatalogResolve(CatalogResolve) -> Option<Bytes>, idempotent = true;
+    /// Admin: shed storage reads on, off or by queue depth.
+    0x58 "CATALOG_SHED" => CatalogShed(CatalogShed) -> (), idempotent = true;
+    /// Admin: preload owners into the hot cache.
+    0x59 "CATALOG_WARM" => CatalogWarm(CatalogWarm) -> CatalogWarmReply, idempotent = true;
+    /// Admin: rebuild every shard's Bloom filter from storage.
+    0x5a "CATALOG_REBUILD" => CatalogRebuild(CatalogRebuild) -> u64, idempotent = true;
 
     // ── red envelopes (0x60–0x6f) ────────────────────────────────────────
 

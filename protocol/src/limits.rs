@@ -34,6 +34,15 @@ pub const MAX_RECORDS_PER_OWNER: usize = 1_000;
 pub const MAX_ATTRIBUTES: usize = 64;
 /// Longest attribute name or value.
 pub const MAX_ATTRIBUTE: usize = 4096;
+/// Largest catalog record, encoded (id, attributes, validity).
+pub const MAX_RECORD_BYTES: usize = 64 << 10;
+/// Largest record set of one catalog owner, encoded: an owner's records are
+/// stored and cached as one value and answered in one frame.
+pub const MAX_OWNER_BYTES: usize = 1 << 20;
+/// Longest catalog alias kind ("name", "account", …).
+pub const MAX_ALIAS_KIND: usize = 64;
+/// Most owners one CATALOG_WARM names.
+pub const MAX_WARM_OWNERS: usize = 10_000;
 /// Most shares in one red envelope (protocol ceiling; config sets the real cap).
 pub const MAX_ENVELOPE_COUNT: u32 = 100_000;
 /// Longest free-form text (client names, messages, tokens).

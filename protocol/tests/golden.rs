@@ -224,6 +224,63 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
                 },
             ),
         ),
+        (
+            "catalog-put-request",
+            request(
+                7,
+                CatalogPut {
+                    owner: Bytes::from_static(b"M1"),
+                    record: Record::new("c1")
+                        .attr("plan", "gold")
+                        .valid(None, Some(1_800_000_000_000)),
+                },
+            ),
+        ),
+        (
+            "catalog-put-reply",
+            ok_reply::<CatalogPut>(7, Reply::CatalogPut(true)),
+        ),
+        (
+            "catalog-query-request",
+            request(
+                8,
+                CatalogQuery {
+                    owner: Bytes::from_static(b"M1"),
+                    filter: CatalogFilter::default()
+                        .attr("plan", "gold")
+                        .at(1_790_000_000_000),
+                },
+            ),
+        ),
+        (
+            "catalog-query-reply",
+            ok_reply::<CatalogQuery>(
+                8,
+                Reply::CatalogQuery(CatalogQueryReply {
+                    records: vec![Record::new("c1")
+                        .attr("plan", "gold")
+                        .valid(None, Some(1_800_000_000_000))],
+                }),
+            ),
+        ),
+        (
+            "catalog-resolve-request",
+            request(
+                9,
+                CatalogResolve {
+                    kind: Bytes::from_static(b"name"),
+                    alias: Bytes::from_static(b"Acme"),
+                },
+            ),
+        ),
+        (
+            "catalog-resolve-reply",
+            ok_reply::<CatalogResolve>(9, Reply::CatalogResolve(Some(Bytes::from_static(b"M1")))),
+        ),
+        (
+            "error-shed",
+            err_reply(0x54, 8, RushError::unavailable("shed")),
+        ),
     ]
 }
 

@@ -176,11 +176,32 @@ pub async fn broadcast(node: &NodeShared, request: Request) -> Result<Vec<Reply>
 /// Merge per-shard answers of a request that ran on every shard.
 fn combine(opcode: Opcode, replies: Vec<Reply>) -> Result<Reply, RushError> {
     // Each service that broadcasts adds how its answers merge, by opcode.
-    let _ = replies;
-    Err(RushError::internal(format!(
-        "{} does not run on every shard",
-        opcode.name()
-    )))
+    match opcode {
+        Opcode::CatalogShed => Ok(Reply::CatalogShed(())),
+        Opcode::CatalogWarm => {
+            let mut sum = rush_protocol::cmd::CatalogWarmReply::default();
+            for r in replies {
+                if let Reply::CatalogWarm(w) = r {
+                    sum.loaded += w.loaded;
+                    sum.absent += w.absent;
+                }
+            }
+            Ok(Reply::CatalogWarm(sum))
+        }
+        Opcode::CatalogRebuild => Ok(Reply::CatalogRebuild(
+            replies
+                .iter()
+                .map(|r| match r {
+                    Reply::CatalogRebuild(n) => *n,
+                    _ => 0,
+                })
+                .sum(),
+        )),
+        _ => Err(RushError::internal(format!(
+            "{} does not run on every shard",
+            opcode.name()
+        ))),
+    }
 }
 
 async fn clock_advance(node: &NodeShared, ms: u64) -> Result<Reply, RushError> {

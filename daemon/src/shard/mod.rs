@@ -9,6 +9,7 @@
 
 pub mod txn;
 
+use crate::catalog::Catalog;
 use crate::clock::Clock;
 use crate::config::{Config, Durability};
 use crate::kv::Kv;
@@ -56,6 +57,9 @@ pub struct Job {
     pub reply: ReplyTo,
 }
 
+// Jobs are nearly every message: boxing them to shrink the rare others would
+// allocate per request.
+#[allow(clippy::large_enum_variant)]
 pub enum ShardMsg {
     Job(Job),
     /// Run timers now (after a clock advance) and say when done.
@@ -121,6 +125,8 @@ pub struct Shard {
     ctx: ShardContext,
     kv: Kv,
     limits: Limits,
+    /// Bloom-guarded catalog lookups: filter, hot cache, storage.
+    catalog: Catalog,
     /// ID segments of this shard's slots (short codes, envelope ids).
     segments: Segments,
 }
@@ -141,6 +147,12 @@ pub fn spawn(
         },
         limits,
         segments: Segments::default(),
+        catalog: Catalog::new(
+            id,
+            ctx.config.shard_count(),
+            &ctx.config.catalog,
+            ctx.metrics.clone(),
+        ),
         ctx,
     };
     let thread = std::thread::Builder::new()
@@ -158,6 +170,8 @@ impl Shard {
         let mut tick_waiters = Vec::new();
         let mut stopping = false;
         tracing::debug!(shard = self.id, "shard started");
+        // Before the first request: a filter missing owners would deny them.
+        self.catalog.open(&self.ctx.storage);
         while !stopping {
             let wait = next_tick.saturating_duration_since(Instant::now());
             match self.rx.recv_timeout(wait) {
@@ -219,6 +233,7 @@ impl Shard {
     fn execute(&mut self, jobs: &mut Vec<Job>) {
         let storage = self.ctx.storage.clone();
         let now = self.ctx.clock.now_ms();
+        self.catalog.begin_group(self.rx.len());
         let mut txn = Txn::new(&storage, self.id);
         let group = jobs.len();
         // Answers that must wait for the commit: those of requests applied
@@ -252,6 +267,7 @@ impl Shard {
         match req.opcode().service() {
             Service::Kv => self.kv.apply(req, now, txn),
             Service::Limits => self.limits.apply(req, now, txn),
+            Service::Catalog => self.catalog.apply(req, now, txn),
             _ => Err(RushError::internal(format!(
                 "{} reached a shard but is not a shard request",
                 req.opcode().name()
@@ -287,6 +303,7 @@ impl Shard {
         let txn = Txn::new(&storage, self.id);
         // Services' timers run here, each finishing its writes with
         // `txn.finish_request(ok)`.
+        self.catalog.tick(&storage);
         if let Err(e) = self.commit(txn) {
             tracing::warn!(shard = self.id, error = %e, "timer writes failed; they run again next tick");
         }
@@ -297,5 +314,6 @@ impl Shard {
         // (Limits keeps no state derived from writes: its policy table
         // changes only through requests that write no shard data.)
         self.segments.clear();
+        self.catalog.on_commit_failure();
     }
 }

@@ -21,6 +21,11 @@ pub mod ks {
     /// One order's record (idempotency, release): `part(user) | part(policy)
     /// | order id`. See `limits::order`.
     pub const LIMIT_ORDER: u8 = 0x21;
+    /// Catalog: an owner's whole record set, `owner` (to the end) → records.
+    pub const CATALOG_RECORDS: u8 = 0x30;
+    /// Catalog: `kind` (part), `alias` (to the end) → owner.
+    /// Adjacent to `CATALOG_RECORDS` so one scan per slot covers both.
+    pub const CATALOG_ALIAS: u8 = 0x31;
 }
 
 /// Meta column family record names.
@@ -139,6 +144,53 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0xff; prefix.len() + 1]
 }
 
+// ── catalog ────────────────────────────────────────────────────────────────
+
+/// The record set of a catalog owner (in the owner's slot).
+pub fn catalog_records(slot: u16, owner: &[u8]) -> Vec<u8> {
+    KeyBuf::new(slot, ks::CATALOG_RECORDS).tail(owner).build()
+}
+
+/// A catalog alias (in the alias's slot).
+pub fn catalog_alias(slot: u16, kind: &[u8], alias: &[u8]) -> Vec<u8> {
+    KeyBuf::new(slot, ks::CATALOG_ALIAS)
+        .part(kind)
+        .tail(alias)
+        .build()
+}
+
+/// What a catalog storage key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogKey<'a> {
+    Records { owner: &'a [u8] },
+    Alias { kind: &'a [u8], alias: &'a [u8] },
+}
+
+/// Decode a catalog key (the inverse of [`catalog_records`] and
+/// [`catalog_alias`]); `None` for any other key.
+pub fn parse_catalog(raw: &[u8]) -> Option<CatalogKey<'_>> {
+    let (&keyspace, rest) = raw.get(2..)?.split_first()?;
+    match keyspace {
+        ks::CATALOG_RECORDS => Some(CatalogKey::Records { owner: rest }),
+        ks::CATALOG_ALIAS => {
+            let len = u16::from_be_bytes([*rest.first()?, *rest.get(1)?]) as usize;
+            let kind = rest.get(2..2 + len)?;
+            Some(CatalogKey::Alias {
+                kind,
+                alias: &rest[2 + len..],
+            })
+        }
+        _ => None,
+    }
+}
+
+/// `[start, end)` covering a slot's catalog records and aliases.
+pub fn catalog_range(slot: u16) -> (Vec<u8>, Vec<u8>) {
+    let start = KeyBuf::new(slot, ks::CATALOG_RECORDS).build();
+    let end = KeyBuf::new(slot, ks::CATALOG_ALIAS + 1).build();
+    (start, end)
+}
+
 /// The slot a storage key belongs to.
 pub fn slot_of(raw: &[u8]) -> Option<u16> {
     (raw.len() >= 2).then(|| u16::from_be_bytes([raw[0], raw[1]]))
@@ -223,6 +275,28 @@ mod tests {
         let other = limit_counter(&limit_counters(7, b"u12", "flash"), "item", "x");
         assert!(other >= end || other < prefix);
         assert_eq!(prefix_end(&[1, 0xff]), vec![2]);
+    }
+
+    #[test]
+    fn catalog_keys_round_trip_and_share_one_range() {
+        let r = catalog_records(9, b"m1");
+        let a = catalog_alias(9, b"name", b"Acme Ltd");
+        assert_eq!(
+            parse_catalog(&r),
+            Some(CatalogKey::Records { owner: b"m1" })
+        );
+        assert_eq!(
+            parse_catalog(&a),
+            Some(CatalogKey::Alias {
+                kind: b"name",
+                alias: b"Acme Ltd"
+            })
+        );
+        assert_eq!(parse_catalog(&kv(9, b"m1")), None);
+        let (start, end) = catalog_range(9);
+        assert!(start <= r && r < end && start <= a && a < end);
+        assert!(catalog_records(8, &[0xff; 4]) < start && catalog_records(10, b"") >= end);
+        assert!(parse_catalog(&[0, 9, ks::CATALOG_ALIAS, 0]).is_none());
     }
 
     #[test]

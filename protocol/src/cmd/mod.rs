@@ -2,6 +2,7 @@
 //! The opcode table is in `lib.rs`; PROTOCOL.md documents every body.
 
 mod batch;
+pub mod catalog;
 mod check;
 mod cluster_slots;
 mod compact;
@@ -23,6 +24,7 @@ mod set;
 mod ttl;
 
 pub use batch::{Batch, BatchReply};
+pub use catalog::*;
 pub use check::{Check, Cond};
 pub use cluster_slots::{ClusterNode, ClusterSlots, ClusterSlotsReply, SlotRange};
 pub use compact::{ClockAdvance, Compact};

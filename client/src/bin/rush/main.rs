@@ -1,6 +1,7 @@
 //! `rush`: the command-line client. Exit code 0 on success, 1 on error (and,
 //! for commands that can be denied, 2 when denied).
 
+mod catalog;
 mod limits;
 
 use bytes::Bytes;
@@ -111,6 +112,9 @@ enum Cmd {
     Cluster(ClusterCmd),
     /// Compact storage now (admin).
     Compact,
+    /// Catalog lookups: records under owners, aliases, shedding, warm-up.
+    #[command(subcommand)]
+    Catalog(catalog::CatalogCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -240,6 +244,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             c.compact().await?;
             println!("OK");
         }
+        Cmd::Catalog(cmd) => return catalog::run(&c, cmd).await,
     }
     Ok(ExitCode::SUCCESS)
 }

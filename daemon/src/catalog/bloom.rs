@@ -1,0 +1,272 @@
+//! Layer 1: a scalable Bloom filter per shard over owners that have records
+//! and over aliases.
+//!
+//! A [`Bloom`] is a plain bit array probed at `k` positions derived from one
+//! 64-bit hash by enhanced double hashing (Dillinger & Manolios), reduced to
+//! the array with a multiply-shift instead of `%`. Its size comes from the
+//! standard formulas: `m = -n·ln p / ln²2` bits and `k = m/n · ln 2` probes
+//! for `n` items at false-positive rate `p`.
+//!
+//! [`ScalableBloom`] (Almeida et al., 2007) stacks such filters: when the
+//! newest layer holds its capacity, a new layer twice as large with half the
+//! false-positive rate is added. Layer `i` has rate `p₀·rⁱ` with
+//! `p₀ = target·(1 − r)` and `r = ½`, so the compound rate of any number of
+//! layers stays below `Σ p₀·rⁱ = target`. A lookup probes every layer; an
+//! insert goes to the newest. Items are only added when the filter doesn't
+//! already report them, so re-putting an owner doesn't use capacity.
+//!
+//! Nothing can be removed. The owning service counts removals ("stale"
+//! entries) and rebuilds the filter from storage when they pile up.
+
+/// Each new layer's false-positive rate is this fraction of the previous one's.
+const TIGHTENING: f64 = 0.5;
+/// Each new layer holds this many times the previous one's items.
+const GROWTH: u64 = 2;
+/// Most probes per lookup in one layer (a target rate of 1e-9 needs 30).
+const MAX_PROBES: u32 = 32;
+/// Odd 64-bit constant (2⁶⁴/φ) that separates the layers' hash streams.
+const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// One Bloom filter layer.
+#[derive(Debug, Clone)]
+pub struct Bloom {
+    words: Box<[u64]>,
+    /// Bits in `words` (a multiple of 64).
+    bits: u64,
+    probes: u32,
+    /// Items this layer is sized for at its false-positive rate.
+    capacity: u64,
+    len: u64,
+    /// Separates this layer's positions from other layers' for one hash.
+    seed: u64,
+}
+
+/// The SplitMix64 finalizer: a bijective 64-bit mix with full avalanche.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl Bloom {
+    /// A layer for `capacity` items at false-positive rate `fp`.
+    pub fn new(capacity: u64, fp: f64, seed: u64) -> Bloom {
+        let capacity = capacity.max(1);
+        let ln2 = std::f64::consts::LN_2;
+        let bits_per_item = -fp.ln() / (ln2 * ln2);
+        let bits = ((capacity as f64 * bits_per_item).ceil() as u64).max(64);
+        let words = bits.div_ceil(64);
+        let bits = words * 64;
+        let probes = ((bits as f64 / capacity as f64) * ln2).round() as u32;
+        Bloom {
+            words: vec![0u64; words as usize].into_boxed_slice(),
+            bits,
+            probes: probes.clamp(1, MAX_PROBES),
+            capacity,
+            len: 0,
+            seed,
+        }
+    }
+
+    /// Visit the bit positions of `hash` until `f` returns false; returns
+    /// whether every visit returned true.
+    #[inline]
+    fn probe(&self, hash: u64, mut f: impl FnMut(u64) -> bool) -> bool {
+        let mut x = mix(hash ^ self.seed);
+        let mut y = mix(x) | 1;
+        for i in 0..self.probes {
+            // Multiply-shift maps x uniformly onto 0..bits without a division.
+            let pos = ((x as u128 * self.bits as u128) >> 64) as u64;
+            if !f(pos) {
+                return false;
+            }
+            x = x.wrapping_add(y);
+            y = y.wrapping_add(i as u64);
+        }
+        true
+    }
+
+    pub fn contains(&self, hash: u64) -> bool {
+        self.probe(hash, |pos| {
+            self.words[(pos / 64) as usize] & (1 << (pos % 64)) != 0
+        })
+    }
+
+    pub fn insert(&mut self, hash: u64) {
+        let mut positions = [0u64; MAX_PROBES as usize];
+        let mut n = 0;
+        self.probe(hash, |pos| {
+            positions[n] = pos;
+            n += 1;
+            true
+        });
+        for pos in &positions[..n] {
+            self.words[(pos / 64) as usize] |= 1 << (pos % 64);
+        }
+        self.len += 1;
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.len >= self.capacity
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+
+    pub fn probes(&self) -> u32 {
+        self.probes
+    }
+}
+
+/// A Bloom filter that grows without exceeding its target false-positive rate.
+#[derive(Debug, Clone)]
+pub struct ScalableBloom {
+    layers: Vec<Bloom>,
+    target_fp: f64,
+    items: u64,
+}
+
+impl ScalableBloom {
+    /// Sized for `expected` items at `target_fp`; grows past that.
+    pub fn new(expected: u64, target_fp: f64) -> ScalableBloom {
+        ScalableBloom {
+            layers: vec![Bloom::new(expected, target_fp * (1.0 - TIGHTENING), GOLDEN)],
+            target_fp,
+            items: 0,
+        }
+    }
+
+    /// Might `hash` have been inserted? False means certainly not.
+    #[inline]
+    pub fn contains(&self, hash: u64) -> bool {
+        // Newest first: it holds the most items.
+        self.layers.iter().rev().any(|l| l.contains(hash))
+    }
+
+    /// Add `hash` unless the filter already reports it; returns whether it
+    /// was added.
+    pub fn insert(&mut self, hash: u64) -> bool {
+        if self.contains(hash) {
+            return false;
+        }
+        let last = self.layers.last().expect("at least one layer");
+        if last.is_full() {
+            let n = self.layers.len() as u64;
+            let fp = last_fp(self.target_fp, n);
+            let next = Bloom::new(
+                last.capacity.saturating_mul(GROWTH),
+                fp,
+                GOLDEN.wrapping_mul(n + 1),
+            );
+            self.layers.push(next);
+        }
+        self.layers
+            .last_mut()
+            .expect("at least one layer")
+            .insert(hash);
+        self.items += 1;
+        true
+    }
+
+    /// Items added (distinct as far as the filter could tell).
+    pub fn items(&self) -> u64 {
+        self.items
+    }
+
+    pub fn layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.layers.iter().map(Bloom::bytes).sum()
+    }
+
+    /// The false-positive rate the layers are designed for when full (an
+    /// upper bound of the real one; always below the target).
+    pub fn design_fp(&self) -> f64 {
+        (0..self.layers.len() as u64)
+            .map(|i| last_fp(self.target_fp, i))
+            .sum()
+    }
+}
+
+/// The design rate of layer `i`: `target·(1 − r)·rⁱ`.
+fn last_fp(target: f64, i: u64) -> f64 {
+    target * (1.0 - TIGHTENING) * TIGHTENING.powi(i as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn absent_rate(f: &ScalableBloom, from: u64, n: u64) -> f64 {
+        let hits = (from..from + n).filter(|&i| f.contains(mix(i))).count();
+        hits as f64 / n as f64
+    }
+
+    #[test]
+    fn sizing_follows_the_formulas() {
+        let b = Bloom::new(1_000, 0.01, 1);
+        // 9.59 bits per item and 7 probes for 1 %.
+        assert!((9_585..=9_650).contains(&b.bits), "{}", b.bits);
+        assert_eq!(b.probes(), 7);
+        assert_eq!(Bloom::new(0, 0.5, 1).bits, 64);
+    }
+
+    #[test]
+    fn growth_keeps_the_rate_under_target() {
+        let target = 0.01;
+        let mut f = ScalableBloom::new(1_000, target);
+        for i in 0..20_000u64 {
+            assert!(f.insert(mix(i)) || f.contains(mix(i)));
+        }
+        assert!(f.layers() >= 4, "grew to {} layers", f.layers());
+        assert!(f.design_fp() < target);
+        let rate = absent_rate(&f, 1 << 40, 200_000);
+        assert!(rate <= target, "measured {rate} over target {target}");
+        for i in 0..20_000u64 {
+            assert!(f.contains(mix(i)), "false negative for {i}");
+        }
+    }
+
+    #[test]
+    fn a_full_single_layer_is_near_its_design_rate() {
+        let mut f = ScalableBloom::new(50_000, 0.02);
+        for i in 0..50_000u64 {
+            f.insert(mix(i));
+        }
+        assert_eq!(f.layers(), 1);
+        let rate = absent_rate(&f, 1 << 40, 200_000);
+        // Designed for 1 % (half the target); allow sampling noise.
+        assert!((0.007..0.013).contains(&rate), "measured {rate}");
+    }
+
+    #[test]
+    fn reinserting_uses_no_capacity() {
+        let mut f = ScalableBloom::new(10, 0.01);
+        assert!(f.insert(7));
+        assert!(!f.insert(7));
+        assert_eq!(f.items(), 1);
+    }
+
+    proptest! {
+        /// No false negatives, whatever was inserted and however far the
+        /// filter had to grow.
+        #[test]
+        fn no_false_negatives(
+            expected in 1u64..200,
+            fp in 0.0001f64..0.3,
+            items in proptest::collection::vec(any::<u64>(), 0..2_000),
+        ) {
+            let mut f = ScalableBloom::new(expected, fp);
+            for &h in &items {
+                f.insert(h);
+            }
+            for &h in &items {
+                prop_assert!(f.contains(h));
+            }
+        }
+    }
+}

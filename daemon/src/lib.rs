@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod envelopes;
 pub mod http;
 pub mod kv;
 pub mod metrics;

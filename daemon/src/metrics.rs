@@ -33,6 +33,7 @@ pub struct Metrics {
     pub storage_write_errors: IntGauge,
     pub storage_reads: IntGauge,
     pub auth_failures: IntCounter,
+    pub envelopes: crate::envelopes::EnvelopeMetrics,
 }
 
 fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: T) -> T {
@@ -165,6 +166,7 @@ impl Metrics {
                 )
                 .expect("valid"),
             ),
+            envelopes: crate::envelopes::EnvelopeMetrics::new(&r),
             registry: r,
         }
     }

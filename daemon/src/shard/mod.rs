@@ -7,15 +7,18 @@
 //! fsync if any needs durability), and only then answers them. That group
 //! commit is what makes durable writes cheap.
 
+pub mod lanes;
 pub mod txn;
 
 use crate::clock::Clock;
 use crate::config::{Config, Durability};
+use crate::envelopes::Envelopes;
 use crate::kv::Kv;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
 use crate::storage::Storage;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use lanes::Lanes;
 use rush_protocol::{Reply, Request, RushError, Service};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -111,6 +114,10 @@ pub struct Shard {
     kv: Kv,
     /// ID segments of this shard's slots (short codes, envelope ids).
     segments: Segments,
+    /// Jobs taken off the channel, waiting for a group: per-envelope lanes
+    /// drained round-robin (fairness, admission control; see `lanes`).
+    lanes: Lanes,
+    envelopes: Envelopes,
 }
 
 /// Start shard `id`'s thread.
@@ -126,6 +133,14 @@ pub fn spawn(
             durable: ctx.config.storage.kv_durability == Durability::Sync,
         },
         segments: Segments::default(),
+        lanes: Lanes::default(),
+        envelopes: Envelopes::new(
+            id,
+            ctx.config.shard_count(),
+            ctx.config.envelopes.clone(),
+            ctx.storage.clone(),
+            ctx.metrics.clone(),
+        ),
         ctx,
     };
     let thread = std::thread::Builder::new()
@@ -138,24 +153,34 @@ impl Shard {
     fn run(mut self) {
         let tick_every = Duration::from_millis(self.ctx.config.storage.tick_ms);
         let max_batch = self.ctx.config.storage.max_batch;
+        // Jobs held in the lanes, on top of the channel's own bound: enough
+        // to see (and admit or refuse) a storm of grabs at once, bounded so
+        // the channel still pushes back when the shard can't keep up.
+        let max_held = self.ctx.config.storage.queue_depth;
         let mut next_tick = Instant::now() + tick_every;
         let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
         let mut tick_waiters = Vec::new();
         let mut stopping = false;
         tracing::debug!(shard = self.id, "shard started");
         while !stopping {
-            let wait = next_tick.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(wait) {
-                Ok(msg) => self.intake(msg, &mut jobs, &mut tick_waiters, &mut stopping),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => stopping = true,
+            // Wait for work only when none is held already.
+            if self.lanes.is_empty() {
+                let wait = next_tick.saturating_duration_since(Instant::now());
+                match self.rx.recv_timeout(wait) {
+                    Ok(msg) => self.intake(msg, &mut tick_waiters, &mut stopping),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => stopping = true,
+                }
             }
-            while jobs.len() < max_batch && !stopping {
+            // Take in everything queued (up to `max_held`), so admission
+            // control sees each envelope's whole queue, then run one group.
+            while self.lanes.len() < max_held && !stopping {
                 match self.rx.try_recv() {
-                    Ok(msg) => self.intake(msg, &mut jobs, &mut tick_waiters, &mut stopping),
+                    Ok(msg) => self.intake(msg, &mut tick_waiters, &mut stopping),
                     Err(_) => break,
                 }
             }
+            self.lanes.next_group(max_batch, &mut jobs);
             if !jobs.is_empty() {
                 self.execute(&mut jobs);
             }
@@ -170,13 +195,11 @@ impl Shard {
         // Anything still queued behind Stop is answered, not dropped.
         while let Ok(msg) = self.rx.try_recv() {
             if let ShardMsg::Job(job) = msg {
-                jobs.push(job);
-                if jobs.len() == max_batch {
-                    self.execute(&mut jobs);
-                }
+                self.lanes.push(job);
             }
         }
-        if !jobs.is_empty() {
+        while !self.lanes.is_empty() {
+            self.lanes.next_group(max_batch, &mut jobs);
             self.execute(&mut jobs);
         }
         tracing::debug!(shard = self.id, "shard stopped");
@@ -185,12 +208,24 @@ impl Shard {
     fn intake(
         &mut self,
         msg: ShardMsg,
-        jobs: &mut Vec<Job>,
         tick_waiters: &mut Vec<oneshot::Sender<()>>,
         stopping: &mut bool,
     ) {
         match msg {
-            ShardMsg::Job(job) => jobs.push(job),
+            ShardMsg::Job(job) => {
+                // Envelope admission control: a grab memory can answer (a
+                // repeat, EMPTY, EXPIRED) or one beyond the envelope's queue
+                // cap (BUSY) is answered now, without queueing or storage.
+                if let Request::EnvelopeGrab(g) = &job.request {
+                    let queued = self.lanes.depth(g.id);
+                    let now = self.ctx.clock.now_ms();
+                    if let Some(answer) = self.envelopes.admit(g, queued, now) {
+                        job.reply.send(answer);
+                        return;
+                    }
+                }
+                self.lanes.push(job);
+            }
             ShardMsg::Tick(tx) => tick_waiters.push(tx),
             ShardMsg::Stop => *stopping = true,
         }
@@ -223,6 +258,7 @@ impl Shard {
     fn apply(&mut self, req: &Request, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
         match req.opcode().service() {
             Service::Kv => self.kv.apply(req, now, txn),
+            Service::Envelopes => self.envelopes.apply(req, now, txn, &mut self.segments),
             _ => Err(RushError::internal(format!(
                 "{} reached a shard but is not a shard request",
                 req.opcode().name()
@@ -254,10 +290,13 @@ impl Shard {
     /// in one group that commits like requests do.
     fn tick(&mut self) {
         let storage = self.ctx.storage.clone();
-        let _now = self.ctx.clock.now_ms();
-        let txn = Txn::new(&storage, self.id);
+        let now = self.ctx.clock.now_ms();
+        let mut txn = Txn::new(&storage, self.id);
         // Services' timers run here, each finishing its writes with
         // `txn.finish_request(ok)`.
+        self.envelopes.tick(now, &mut txn);
+        self.envelopes
+            .publish_queue_depths(self.lanes.take_peaks());
         if let Err(e) = self.commit(txn) {
             tracing::warn!(shard = self.id, error = %e, "timer writes failed; they run again next tick");
         }
@@ -266,5 +305,6 @@ impl Shard {
     /// A commit failed: forget in-memory state that may reflect it.
     fn on_commit_failure(&mut self) {
         self.segments.clear();
+        self.envelopes.on_commit_failure();
     }
 }

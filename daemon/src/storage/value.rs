@@ -18,6 +18,19 @@ pub mod kind {
     pub const HASH: u8 = 2;
     /// An ID sequence's high-water mark (`u64`).
     pub const SEQUENCE: u8 = 3;
+
+    /// A red envelope's books (see `envelopes::record`).
+    pub const ENVELOPE: u8 = 0x40;
+    /// One grab of an envelope.
+    pub const ENVELOPE_GRAB: u8 = 0x41;
+    /// One refund in the refund stream.
+    pub const ENVELOPE_REFUND: u8 = 0x42;
+    /// An open envelope's expiry entry (payload: remaining cents).
+    pub const ENVELOPE_PENDING: u8 = 0x43;
+    /// The first envelope id of a slot's calendar day.
+    pub const ENVELOPE_DAY: u8 = 0x44;
+    /// A create idempotency key's envelope and arguments.
+    pub const ENVELOPE_IDEMPOTENCY: u8 = 0x45;
 }
 
 #[derive(Debug, thiserror::Error)]

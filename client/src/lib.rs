@@ -17,6 +17,7 @@
 mod batch;
 mod connection;
 mod duration;
+mod envelopes;
 mod error;
 
 pub use batch::BatchBuilder;

@@ -111,7 +111,9 @@ impl Envelopes {
             }
             let user = String::from_utf8_lossy(&k[keys::envelope::GRAB_USER_OFFSET..]);
             let Some(open) = current.as_mut().filter(|o| o.id == id) else {
-                a.problem(format!("envelope {id}: grab by {user:?} without its envelope"));
+                a.problem(format!(
+                    "envelope {id}: grab by {user:?} without its envelope"
+                ));
                 return true;
             };
             match GrabRecord::decode(v) {
@@ -133,7 +135,9 @@ impl Envelopes {
             finish(done, &mut pending, &refunds, a);
         }
         for (id, _) in pending {
-            a.problem(format!("envelope {id}: pending entry without an open envelope"));
+            a.problem(format!(
+                "envelope {id}: pending entry without an open envelope"
+            ));
         }
         Ok(())
     }
@@ -165,7 +169,9 @@ fn finish(
         ));
     }
     if o.seqs.iter().any(|&s| s >= rec.count) {
-        a.problem(format!("envelope {id}: a grab's turn is past the share count"));
+        a.problem(format!(
+            "envelope {id}: a grab's turn is past the share count"
+        ));
     }
     let in_pending = pending.remove(&id);
     if rec.settled() {
@@ -173,7 +179,10 @@ fn finish(
             a.problem(format!("envelope {id}: settled but still pending"));
         }
         if rec.remaining != 0 {
-            a.problem(format!("envelope {id}: settled with {} cents left", rec.remaining));
+            a.problem(format!(
+                "envelope {id}: settled with {} cents left",
+                rec.remaining
+            ));
         }
         if rec.refund_stamp != 0 {
             a.reply.refunded += 1;

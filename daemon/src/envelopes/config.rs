@@ -70,8 +70,7 @@ impl EnvelopeConfig {
         }
         if self.default_expiry_secs == 0 || self.default_expiry_secs > self.max_expiry_secs {
             return Err(
-                "envelopes.default_expiry_secs must be within 1..=envelopes.max_expiry_secs"
-                    .into(),
+                "envelopes.default_expiry_secs must be within 1..=envelopes.max_expiry_secs".into(),
             );
         }
         if self.retention_days > 0
@@ -83,8 +82,7 @@ impl EnvelopeConfig {
         }
         if self.max_queued_grabs == 0 || self.refunds_per_tick == 0 || self.id_step == 0 {
             return Err(
-                "envelopes.max_queued_grabs, refunds_per_tick and id_step must be positive"
-                    .into(),
+                "envelopes.max_queued_grabs, refunds_per_tick and id_step must be positive".into(),
             );
         }
         if self.cached_envelopes == 0 {

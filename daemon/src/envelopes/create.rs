@@ -3,7 +3,7 @@
 use super::days::{day_of_month, epoch_day, DAY_MS};
 use super::record::{self, EnvelopeRecord, IdempotencyRecord};
 use super::{corrupt, storage_error, Envelopes, Live, SEQUENCE_KIND};
-use crate::segments::{SeqSpec, Segments};
+use crate::segments::{Segments, SeqSpec};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
 use hashbrown::HashMap;
@@ -98,7 +98,10 @@ impl Envelopes {
         if !self.days.contains(slot, day) {
             // The first envelope of this slot's day: where the day starts in
             // its day-of-month bucket (retention cuts there).
-            txn.put(keys::envelope::day_marker(slot, day), record::encode_day(id));
+            txn.put(
+                keys::envelope::day_marker(slot, day),
+                record::encode_day(id),
+            );
             self.days.insert(slot, day, id);
         }
         let rec = EnvelopeRecord {

@@ -64,7 +64,9 @@ impl Days {
     }
 
     pub fn contains(&self, slot: u16, day: u32) -> bool {
-        self.by_slot.get(&slot).is_some_and(|m| m.contains_key(&day))
+        self.by_slot
+            .get(&slot)
+            .is_some_and(|m| m.contains_key(&day))
     }
 
     pub fn insert(&mut self, slot: u16, day: u32, first_id: u64) {

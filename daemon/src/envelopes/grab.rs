@@ -51,7 +51,10 @@ impl Envelopes {
         rec.remaining_count -= 1;
 
         let (slot, day) = (envelope_slot(r.id), envelope_day(r.id));
-        txn.put(keys::envelope::grab(slot, day, r.id, &r.user), grab.encode());
+        txn.put(
+            keys::envelope::grab(slot, day, r.id, &r.user),
+            grab.encode(),
+        );
         txn.put(keys::envelope::record(slot, day, r.id), rec.encode());
         let pending = keys::envelope::pending(slot, rec.expires_at, r.id);
         if rec.remaining_count == 0 {

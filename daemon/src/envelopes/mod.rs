@@ -57,10 +57,22 @@ use refunds::StreamEntry;
 use rush_protocol::cmd::{envelope_day, envelope_slot, EnvelopeGrab, RefundCursor};
 use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, SLOTS};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The id sequence's kind byte in `keys::sequence` (envelope range 0x40).
 pub const SEQUENCE_KIND: u8 = 0x40;
+
+/// Envelope state shared by a node's shards: only the refund stream's
+/// logical clock, an atomic (no lock).
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// The highest refund stamp or read bound any shard has used. Shards
+    /// stamp and bound at or above it, so an idle shard's read bound keeps
+    /// up with busy shards' stamps even while the wall clock is behind them
+    /// (after it stepped back across a restart; see `refunds`).
+    pub stream_clock: AtomicU64,
+}
 
 /// One envelope in memory: its books as stored, and who grabbed what.
 struct Live {
@@ -79,6 +91,7 @@ pub struct Envelopes {
     cfg: EnvelopeConfig,
     storage: Arc<Storage>,
     metrics: Arc<Metrics>,
+    shared: Arc<Shared>,
     /// Recently used envelopes. hashbrown: the hot path is one lookup by id.
     cache: HashMap<u64, Live>,
     /// `(expires_at, id)` of envelopes that may still need a refund. A
@@ -89,6 +102,8 @@ pub struct Envelopes {
     stream: BTreeMap<RefundCursor, StreamEntry>,
     /// Every future refund stamp is at least this (see `refunds`).
     stamp_floor: u64,
+    /// The highest stamp this shard has written (0: none).
+    last_stamp: u64,
     /// The highest floor made durable in the meta column family.
     floor_promise: u64,
     days: Days,
@@ -119,6 +134,7 @@ impl Envelopes {
         cfg: EnvelopeConfig,
         storage: Arc<Storage>,
         metrics: Arc<Metrics>,
+        shared: Arc<Shared>,
     ) -> Self {
         Envelopes {
             shard,
@@ -126,10 +142,12 @@ impl Envelopes {
             cfg,
             storage,
             metrics,
+            shared,
             cache: HashMap::new(),
             expiries: BTreeSet::new(),
             stream: BTreeMap::new(),
             stamp_floor: 0,
+            last_stamp: 0,
             floor_promise: 0,
             days: Days::default(),
             in_flight: 0,
@@ -254,6 +272,7 @@ impl Envelopes {
         self.days.clear();
         let mut in_flight = 0u64;
         let mut floor = 0u64;
+        let mut last_stamp = 0u64;
         let mut failure: Option<StorageError> = None;
         for slot in self.slots() {
             let (from, to) = keys::envelope::keyspace(slot, keys::ks::ENVELOPE_PENDING);
@@ -272,9 +291,12 @@ impl Envelopes {
             })?;
             let (from, to) = keys::envelope::keyspace(slot, keys::ks::ENVELOPE_REFUND);
             self.storage.scan(self.shard, &from, &to, |k, v| {
-                match (keys::envelope::parse_refund(k), record::RefundRecord::decode(v)) {
+                match (
+                    keys::envelope::parse_refund(k),
+                    record::RefundRecord::decode(v),
+                ) {
                     (Some((stamp, id)), Ok(r)) => {
-                        floor = floor.max(stamp.saturating_add(1));
+                        last_stamp = last_stamp.max(stamp);
                         self.stream.insert(
                             RefundCursor { stamp, id },
                             StreamEntry {
@@ -304,13 +326,20 @@ impl Envelopes {
         }
         // Floors promised by any shard (of any past shard count).
         for i in 0..crate::config::MAX_SHARDS {
-            if let Some(raw) = self.storage.meta_get(&keys::meta::envelope_refund_floor(i))? {
+            if let Some(raw) = self
+                .storage
+                .meta_get(&keys::meta::envelope_refund_floor(i))?
+            {
                 if let Ok(b) = <[u8; 8]>::try_from(raw.as_slice()) {
                     floor = floor.max(u64::from_be_bytes(b));
                 }
             }
         }
-        self.stamp_floor = self.stamp_floor.max(floor);
+        self.last_stamp = self.last_stamp.max(last_stamp);
+        self.stamp_floor = self.stamp_floor.max(floor).max(last_stamp);
+        self.shared
+            .stream_clock
+            .fetch_max(self.stamp_floor, Ordering::SeqCst);
         self.floor_promise = self.floor_promise.max(floor);
         let gauge = &self.metrics.envelopes.in_flight_cents;
         gauge.sub(self.in_flight as i64);
@@ -393,10 +422,10 @@ impl Envelopes {
 
 /// The answer to a grab that needs no write: a repeat, EMPTY, EXPIRED.
 fn known_outcome(
-live: &Live,
-user: &[u8],
-now: u64,
-m: &EnvelopeMetrics,
+    live: &Live,
+    user: &[u8],
+    now: u64,
+    m: &EnvelopeMetrics,
 ) -> Option<Result<Reply, RushError>> {
     if let Some(g) = live.grabs.get(user) {
         m.grab_dup.inc();

@@ -238,10 +238,14 @@ impl<'a> Cursor<'a> {
         Ok(self.take(1)?[0])
     }
     fn u32(&mut self) -> Result<u32, Corrupt> {
-        Ok(u32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_be_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
     fn u64(&mut self) -> Result<u64, Corrupt> {
-        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_be_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
     fn end(&self) -> Result<(), Corrupt> {
         if self.0.is_empty() {
@@ -278,7 +282,10 @@ mod tests {
             seq: 9,
         };
         assert_eq!(GrabRecord::decode(&g.encode()).unwrap(), g);
-        assert!(GrabRecord::decode(&e.encode()).is_err(), "kinds are checked");
+        assert!(
+            GrabRecord::decode(&e.encode()).is_err(),
+            "kinds are checked"
+        );
         let r = RefundRecord {
             amount: 5,
             refunded_at: 6,
@@ -295,8 +302,14 @@ mod tests {
             mode: EnvelopeMode::Random,
             expires_in: 5,
         };
-        assert_eq!(IdempotencyRecord::decode(&i.encode(100), 99).unwrap(), Some(i));
-        assert_eq!(IdempotencyRecord::decode(&i.encode(100), 100).unwrap(), None);
+        assert_eq!(
+            IdempotencyRecord::decode(&i.encode(100), 99).unwrap(),
+            Some(i)
+        );
+        assert_eq!(
+            IdempotencyRecord::decode(&i.encode(100), 100).unwrap(),
+            None
+        );
         assert!(EnvelopeRecord::decode(&e.encode()[..20]).is_err());
     }
 }

@@ -13,18 +13,23 @@
 //! one position, fixed-size and independent of the shard layout.
 //!
 //! A read must never hand out a cursor that a refund written later sorts
-//! before, or that refund would be skipped. Stamps are the shard's clock,
-//! made monotonic by a floor: a refund is stamped `max(now, floor)`. A shard
-//! answering a read says it is complete up to `W = max(now, floor)` — every
-//! refund it will ever write is stamped at least `W` — and raises its floor
-//! to `W`. The node merges the shards' answers and returns refunds only up
+//! before, or that refund would be skipped. Stamps are the node's clock,
+//! made monotonic by a floor: a refund is stamped `max(now, floor, G)`,
+//! where `G` is the node's stream clock (the highest stamp or bound any
+//! shard used; it only keeps idle shards' bounds moving, see below). A
+//! shard answering a read says it is complete up to `W = max(now, floor, G,
+//! last stamp + 1)` — every refund it wrote is below `W`, every refund it
+//! will ever write is stamped at least `W` — and raises its floor to `W`. The node merges the shards' answers and returns refunds only up
 //! to the lowest `W` (or the last refund a shard had to leave out of a full
 //! page), and that bound is the next cursor: complete, so acknowledging it
 //! removes exactly what was delivered. The floor survives restarts, even a
 //! wall clock that steps back: each shard persists a promise a minute ahead
 //! of its floor in the meta column family before it answers with a bound
 //! above the last promise, and startup takes the highest promise of any
-//! shard (and the highest stored stamp). A cursor at or beyond the stream's
+//! shard (and the highest stored stamp). While the wall clock is behind the
+//! floor, bounds advance through `G`: a shard's bound passes its own last
+//! stamp, `G` carries it to the others, so a refund becomes readable at the
+//! latest on the second read after it was written. A cursor at or beyond the stream's
 //! current `W` was never handed out and is BAD_REQUEST, so a bad cursor
 //! can't push the floor to the end of time.
 //!
@@ -39,10 +44,11 @@ use crate::shard::txn::Txn;
 use crate::storage::keys;
 use bytes::Bytes;
 use rush_protocol::cmd::{
-    envelope_day, envelope_slot, EnvelopeRefunds, EnvelopeRefundsAck, EnvelopeRefundsReply,
-    Refund, RefundCursor,
+    envelope_day, envelope_slot, EnvelopeRefunds, EnvelopeRefundsAck, EnvelopeRefundsReply, Refund,
+    RefundCursor,
 };
 use rush_protocol::{Reply, RushError};
+use std::sync::atomic::Ordering;
 
 /// How far ahead of the floor a persisted promise reaches: at most one meta
 /// write per shard per minute of stream time while the stream is read.
@@ -96,7 +102,7 @@ impl Envelopes {
             txn.finish_request(true);
             return Ok(());
         }
-        let stamp = self.stamp_floor.max(now);
+        let stamp = self.next_stamp(now);
         let live = self.cache.get_mut(&id).expect("cached above");
         let rec = &mut live.rec;
         if rec.settled() || rec.expires_at != expires_at {
@@ -119,6 +125,8 @@ impl Envelopes {
         txn.require_sync();
         txn.finish_request(true);
         self.stamp_floor = stamp;
+        self.last_stamp = stamp;
+        self.shared.stream_clock.fetch_max(stamp, Ordering::SeqCst);
         self.stream.insert(
             RefundCursor { stamp, id },
             StreamEntry {
@@ -132,6 +140,13 @@ impl Envelopes {
         m.refunds_written.inc();
         m.refunded_cents.inc_by(amount);
         Ok(())
+    }
+
+    /// The stamp of a refund written now.
+    fn next_stamp(&self, now: u64) -> u64 {
+        self.stamp_floor
+            .max(now)
+            .max(self.shared.stream_clock.load(Ordering::SeqCst))
     }
 
     /// Every future stamp is at least `to`; made durable (a promise a
@@ -151,9 +166,17 @@ impl Envelopes {
         Ok(())
     }
 
+    /// The stamp below which this shard's part of the stream is final:
+    /// every refund written so far is below it (including one stamped this
+    /// very millisecond), and once the floor is raised to it, every later
+    /// one is at or above it.
+    fn complete_to(&self, now: u64) -> u64 {
+        self.next_stamp(now).max(self.last_stamp.saturating_add(1))
+    }
+
     /// A cursor must be one the stream could have handed out.
     fn check_cursor(&self, c: &RefundCursor, now: u64) -> Result<(), RushError> {
-        let complete_to = self.stamp_floor.max(now);
+        let complete_to = self.complete_to(now);
         if c.stamp >= complete_to {
             return Err(RushError::bad_request(format!(
                 "cursor {c} is ahead of the refund stream"
@@ -170,8 +193,11 @@ impl Envelopes {
         now: u64,
     ) -> Result<Reply, RushError> {
         self.check_cursor(&r.after, now)?;
-        let complete_to = self.stamp_floor.max(now);
+        let complete_to = self.complete_to(now);
         self.raise_floor(complete_to)?;
+        self.shared
+            .stream_clock
+            .fetch_max(complete_to, Ordering::SeqCst);
         let limit = r.limit as usize;
         let mut refunds = Vec::with_capacity(limit.min(self.stream.len()));
         let mut more = false;

@@ -103,6 +103,9 @@ impl Running {
         node.storage.flush().context("flushing storage")?;
         if let Some(http) = self.http {
             http.abort();
+            // The HTTP task holds the node (and so the storage): wait until
+            // it is dropped, so the data directory's lock is free on return.
+            let _ = http.await;
         }
         tracing::info!("stopped");
         Ok(())
@@ -135,6 +138,7 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         storage: storage.clone(),
         clock: clock.clone(),
         metrics: metrics.clone(),
+        envelopes: Default::default(),
     };
     let mut handles = Vec::with_capacity(shards);
     let mut threads = Vec::with_capacity(shards);

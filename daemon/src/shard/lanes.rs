@@ -136,13 +136,11 @@ mod tests {
     use rush_protocol::cmd::{EnvelopeGrab, Get};
 
     fn grab(id: u64, user: &str) -> Job {
-        job(
-            EnvelopeGrab {
-                id,
-                user: Bytes::copy_from_slice(user.as_bytes()),
-            }
-            .into(),
-        )
+        job(EnvelopeGrab {
+            id,
+            user: Bytes::copy_from_slice(user.as_bytes()),
+        }
+        .into())
     }
 
     fn get(key: &str) -> Job {
@@ -163,7 +161,9 @@ mod tests {
     fn describe(jobs: &[Job]) -> Vec<String> {
         jobs.iter()
             .map(|j| match &j.request {
-                Request::EnvelopeGrab(g) => format!("{}:{}", g.id, String::from_utf8_lossy(&g.user)),
+                Request::EnvelopeGrab(g) => {
+                    format!("{}:{}", g.id, String::from_utf8_lossy(&g.user))
+                }
                 Request::Get(g) => String::from_utf8_lossy(&g.key).into_owned(),
                 _ => unreachable!(),
             })

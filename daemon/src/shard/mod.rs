@@ -105,6 +105,8 @@ pub struct ShardContext {
     pub storage: Arc<Storage>,
     pub clock: Clock,
     pub metrics: Arc<Metrics>,
+    /// Envelope state the node's shards share (the refund stream's clock).
+    pub envelopes: Arc<crate::envelopes::Shared>,
 }
 
 pub struct Shard {
@@ -140,6 +142,7 @@ pub fn spawn(
             ctx.config.envelopes.clone(),
             ctx.storage.clone(),
             ctx.metrics.clone(),
+            ctx.envelopes.clone(),
         ),
         ctx,
     };
@@ -295,8 +298,7 @@ impl Shard {
         // Services' timers run here, each finishing its writes with
         // `txn.finish_request(ok)`.
         self.envelopes.tick(now, &mut txn);
-        self.envelopes
-            .publish_queue_depths(self.lanes.take_peaks());
+        self.envelopes.publish_queue_depths(self.lanes.take_peaks());
         if let Err(e) = self.commit(txn) {
             tracing::warn!(shard = self.id, error = %e, "timer writes failed; they run again next tick");
         }

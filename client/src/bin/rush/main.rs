@@ -1,5 +1,8 @@
 //! `rush`: the command-line client. Exit code 0 on success, 1 on error (and,
-//! for commands that can be denied, 2 when denied).
+//! for commands that can be denied, 2 when denied; `envelope audit` 3 when
+//! books are off).
+
+mod envelope;
 
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
@@ -100,6 +103,9 @@ enum Cmd {
     Cluster(ClusterCmd),
     /// Compact storage now (admin).
     Compact,
+    /// Red envelopes: create, grab, info, refunds, audit.
+    #[command(subcommand)]
+    Envelope(envelope::EnvelopeCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -215,6 +221,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             c.compact().await?;
             println!("OK");
         }
+        Cmd::Envelope(cmd) => return envelope::run(&c, cmd).await,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -175,7 +175,7 @@ fn finish(
     }
     let in_pending = pending.remove(&id);
     if rec.settled() {
-        if let Some(_) = in_pending {
+        if in_pending.is_some() {
             a.problem(format!("envelope {id}: settled but still pending"));
         }
         if rec.remaining != 0 {

@@ -78,6 +78,10 @@ impl Days {
         self.order.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
     /// The oldest (slot, day) whose day is at or before `last_day`, and how
     /// to remove it.
     pub fn oldest_due(&self, last_day: u32) -> Option<Removal> {

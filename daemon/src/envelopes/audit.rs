@@ -10,7 +10,7 @@ use super::record::{self, EnvelopeRecord, GrabRecord, RefundRecord};
 use super::{storage_error, Envelopes};
 use crate::storage::keys;
 use hashbrown::{HashMap, HashSet};
-use rush_protocol::cmd::{envelope_day, EnvelopeAuditReply};
+use rush_protocol::cmd::{envelope_day, envelope_slot, EnvelopeAuditReply};
 use rush_protocol::limits::MAX_AUDIT_PROBLEMS;
 use rush_protocol::{Reply, RushError};
 
@@ -41,17 +41,14 @@ impl Envelopes {
         let mut a = Audit {
             reply: EnvelopeAuditReply::default(),
         };
-        for slot in self.slots() {
-            self.audit_slot(slot, &mut a).map_err(storage_error)?;
-        }
+        self.audit_shard(&mut a).map_err(storage_error)?;
         Ok(Reply::EnvelopeAudit(a.reply))
     }
 
-    fn audit_slot(&self, slot: u16, a: &mut Audit) -> Result<(), crate::storage::StorageError> {
+    fn audit_shard(&self, a: &mut Audit) -> Result<(), crate::storage::StorageError> {
         // Open envelopes' pending entries: id → (expires_at, remaining).
         let mut pending: HashMap<u64, (u64, u64)> = HashMap::new();
-        let (from, to) = keys::envelope::keyspace(slot, keys::ks::ENVELOPE_PENDING);
-        self.storage.scan(self.shard, &from, &to, |k, v| {
+        self.scan_keyspace(keys::ks::ENVELOPE_PENDING, |slot, k, v| {
             match (keys::envelope::parse_pending(k), record::decode_pending(v)) {
                 (Some((at, id)), Ok(rem)) => {
                     if pending.insert(id, (at, rem)).is_some() {
@@ -60,12 +57,10 @@ impl Envelopes {
                 }
                 _ => a.problem(format!("slot {slot}: unreadable pending entry {k:02x?}")),
             }
-            true
         })?;
         // Unacknowledged refunds: id → (stamp, amount). One per envelope.
         let mut refunds: HashMap<u64, (u64, u64)> = HashMap::new();
-        let (from, to) = keys::envelope::keyspace(slot, keys::ks::ENVELOPE_REFUND);
-        self.storage.scan(self.shard, &from, &to, |k, v| {
+        self.scan_keyspace(keys::ks::ENVELOPE_REFUND, |slot, k, v| {
             match (keys::envelope::parse_refund(k), RefundRecord::decode(v)) {
                 (Some((stamp, id)), Ok(r)) => {
                     if r.amount == 0 {
@@ -77,15 +72,14 @@ impl Envelopes {
                 }
                 _ => a.problem(format!("slot {slot}: unreadable refund {k:02x?}")),
             }
-            true
         })?;
 
+        // Envelopes, each followed by its grabs.
         let mut current: Option<Open> = None;
-        let (from, to) = keys::envelope::all(slot);
-        self.storage.scan(self.shard, &from, &to, |k, v| {
+        self.scan_keyspace(keys::ks::ENVELOPE, |slot, k, v| {
             let Some(&tag) = k.get(keys::envelope::GRAB_USER_OFFSET - 1) else {
                 a.problem(format!("slot {slot}: short envelope key {k:02x?}"));
-                return true;
+                return;
             };
             let id = u64::from_be_bytes(k[4..12].try_into().expect("8 bytes"));
             if tag == keys::envelope::RECORD {
@@ -94,8 +88,11 @@ impl Envelopes {
                 }
                 match EnvelopeRecord::decode(v) {
                     Ok(rec) => {
-                        if envelope_day(id) != k[3] {
-                            a.problem(format!("envelope {id}: stored under day {}", k[3]));
+                        if envelope_day(id) != k[3] || envelope_slot(id) != slot {
+                            a.problem(format!(
+                                "envelope {id}: stored under slot {slot} day {}",
+                                k[3]
+                            ));
                         }
                         current = Some(Open {
                             id,
@@ -107,14 +104,14 @@ impl Envelopes {
                     }
                     Err(e) => a.problem(format!("envelope {id}: {e}")),
                 }
-                return true;
+                return;
             }
             let user = String::from_utf8_lossy(&k[keys::envelope::GRAB_USER_OFFSET..]);
             let Some(open) = current.as_mut().filter(|o| o.id == id) else {
                 a.problem(format!(
                     "envelope {id}: grab by {user:?} without its envelope"
                 ));
-                return true;
+                return;
             };
             match GrabRecord::decode(v) {
                 Ok(g) => {
@@ -129,12 +126,11 @@ impl Envelopes {
                 }
                 Err(e) => a.problem(format!("envelope {id}: grab by {user:?}: {e}")),
             }
-            true
         })?;
         if let Some(done) = current.take() {
             finish(done, &mut pending, &refunds, a);
         }
-        for (id, _) in pending {
+        for id in pending.keys() {
             a.problem(format!(
                 "envelope {id}: pending entry without an open envelope"
             ));

@@ -261,69 +261,99 @@ impl Envelopes {
         Ok(())
     }
 
+    /// Visit every key of keyspace `ks` in this shard's slots, in order.
+    /// Empty slots cost nothing: each scan runs on to the shard's end and
+    /// stops at the first key outside the keyspace, whose slot is where the
+    /// next scan starts, so a shard costs one seek per slot that has data.
+    fn scan_keyspace(
+        &self,
+        ks: u8,
+        mut f: impl FnMut(u16, &[u8], &[u8]),
+    ) -> Result<(), StorageError> {
+        let mut slots = self.slots();
+        let Some(first) = slots.next() else {
+            return Ok(());
+        };
+        let last = slots.last().unwrap_or(first);
+        let end = keys::slot_range(last).1;
+        let mut slot = first;
+        loop {
+            let (from, to) = keys::keyspace_range(slot, ks);
+            let mut next = None;
+            self.storage.scan(self.shard, &from, &end, |k, v| {
+                if k < to.as_slice() {
+                    f(slot, k, v);
+                    true
+                } else {
+                    next = keys::slot_of(k);
+                    false
+                }
+            })?;
+            slot = match next {
+                Some(n) if n > slot => n,
+                Some(_) if slot < last => slot + 1,
+                _ => return Ok(()),
+            };
+        }
+    }
+
     /// Rebuild the indexes from storage: pending expiries (and money in
     /// flight), the refund stream and its stamp floor, the day markers.
-    /// One seek per slot and keyspace; touches only open envelopes,
-    /// unacknowledged refunds and day markers, never the envelopes' bulk.
+    /// Touches only open envelopes, unacknowledged refunds and day markers,
+    /// never the envelopes' bulk. A record that doesn't decode is logged and
+    /// skipped (the audit reports it) rather than stopping the service.
     fn reload(&mut self) -> Result<(), StorageError> {
         self.cache.clear();
-        self.expiries.clear();
-        self.stream.clear();
-        self.days.clear();
+        let mut expiries = BTreeSet::new();
+        let mut stream = BTreeMap::new();
+        let mut days = Days::default();
         let mut in_flight = 0u64;
         let mut floor = 0u64;
         let mut last_stamp = 0u64;
-        let mut failure: Option<StorageError> = None;
-        for slot in self.slots() {
-            let (from, to) = keys::envelope::keyspace(slot, keys::ks::ENVELOPE_PENDING);
-            self.storage.scan(self.shard, &from, &to, |k, v| {
-                match (keys::envelope::parse_pending(k), record::decode_pending(v)) {
-                    (Some(entry), Ok(remaining)) => {
-                        self.expiries.insert(entry);
-                        in_flight = in_flight.saturating_add(remaining);
-                    }
-                    (_, Err(e)) => failure = Some(e.into()),
-                    (None, _) => {
-                        failure = Some(record::corrupt_key("pending", k).into());
-                    }
+        let shard = self.shard;
+        let skip = |what: &str, k: &[u8], e: &dyn std::fmt::Display| {
+            tracing::error!(shard, key = ?k, error = %e, "unreadable envelope {what}; skipped");
+        };
+        self.scan_keyspace(keys::ks::ENVELOPE_PENDING, |_, k, v| {
+            match (keys::envelope::parse_pending(k), record::decode_pending(v)) {
+                (Some(entry), Ok(remaining)) => {
+                    expiries.insert(entry);
+                    in_flight = in_flight.saturating_add(remaining);
                 }
-                failure.is_none()
-            })?;
-            let (from, to) = keys::envelope::keyspace(slot, keys::ks::ENVELOPE_REFUND);
-            self.storage.scan(self.shard, &from, &to, |k, v| {
-                match (
-                    keys::envelope::parse_refund(k),
-                    record::RefundRecord::decode(v),
-                ) {
-                    (Some((stamp, id)), Ok(r)) => {
-                        last_stamp = last_stamp.max(stamp);
-                        self.stream.insert(
-                            RefundCursor { stamp, id },
-                            StreamEntry {
-                                amount: r.amount,
-                                refunded_at: r.refunded_at,
-                                sender: r.sender,
-                            },
-                        );
-                    }
-                    (_, Err(e)) => failure = Some(e.into()),
-                    (None, _) => failure = Some(record::corrupt_key("refund", k).into()),
-                }
-                failure.is_none()
-            })?;
-            let (from, to) = keys::envelope::keyspace(slot, keys::ks::ENVELOPE_DAY);
-            self.storage.scan(self.shard, &from, &to, |k, v| {
-                match (keys::envelope::parse_day_marker(k), record::decode_day(v)) {
-                    (Some(day), Ok(first)) => self.days.insert(slot, day, first),
-                    (_, Err(e)) => failure = Some(e.into()),
-                    (None, _) => failure = Some(record::corrupt_key("day", k).into()),
-                }
-                failure.is_none()
-            })?;
-            if let Some(e) = failure.take() {
-                return Err(e);
+                (_, Err(e)) => skip("pending entry", k, &e),
+                (None, _) => skip("pending entry", k, &"bad key"),
             }
-        }
+        })?;
+        self.scan_keyspace(keys::ks::ENVELOPE_REFUND, |_, k, v| {
+            match (
+                keys::envelope::parse_refund(k),
+                record::RefundRecord::decode(v),
+            ) {
+                (Some((stamp, id)), Ok(r)) => {
+                    last_stamp = last_stamp.max(stamp);
+                    stream.insert(
+                        RefundCursor { stamp, id },
+                        StreamEntry {
+                            amount: r.amount,
+                            refunded_at: r.refunded_at,
+                            sender: r.sender,
+                        },
+                    );
+                }
+                (_, Err(e)) => skip("refund", k, &e),
+                (None, _) => skip("refund", k, &"bad key"),
+            }
+        })?;
+        self.scan_keyspace(keys::ks::ENVELOPE_DAY, |slot, k, v| {
+            match (keys::envelope::parse_day_marker(k), record::decode_day(v)) {
+                (Some(day), Ok(first)) => days.insert(slot, day, first),
+                (_, Err(e)) => skip("day marker", k, &e),
+                (None, _) => skip("day marker", k, &"bad key"),
+            }
+        })?;
+        self.expiries = expiries;
+        self.stream = stream;
+        self.days = days;
         // Floors promised by any shard (of any past shard count).
         for i in 0..crate::config::MAX_SHARDS {
             if let Some(raw) = self

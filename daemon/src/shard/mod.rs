@@ -6,6 +6,11 @@
 //! in memory (see [`txn::Txn`]), commits their writes as one WriteBatch (one
 //! fsync if any needs durability), and only then answers them. That group
 //! commit is what makes durable writes cheap.
+//!
+//! Between the channel and the groups, jobs wait in [`lanes::Lanes`]: one
+//! FIFO per envelope and one for everything else, drained round-robin, so a
+//! hot envelope can't starve the rest of the shard; grabs beyond an
+//! envelope's queue cap, or that memory can answer, are answered at intake.
 
 pub mod lanes;
 pub mod txn;

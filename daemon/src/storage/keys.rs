@@ -164,11 +164,6 @@ pub mod envelope {
         }
     }
 
-    /// `[start, end)` of every envelope of `slot`.
-    pub fn all(slot: u16) -> (Vec<u8>, Vec<u8>) {
-        super::keyspace_range(slot, ks::ENVELOPE)
-    }
-
     /// `slot | ENVELOPE_REFUND | stamp | id`: one unacknowledged refund.
     pub fn refund(slot: u16, stamp: u64, id: u64) -> Vec<u8> {
         KeyBuf::new(slot, ks::ENVELOPE_REFUND)
@@ -219,11 +214,6 @@ pub mod envelope {
             .part(sender)
             .tail(key)
             .build()
-    }
-
-    /// `[start, end)` of one of the envelope keyspaces of `slot`.
-    pub fn keyspace(slot: u16, keyspace: u8) -> (Vec<u8>, Vec<u8>) {
-        super::keyspace_range(slot, keyspace)
     }
 
     /// Every envelope key of `slot`, all keyspaces (tests, migration).

@@ -69,6 +69,23 @@ async fn grabs_split_exactly_once_per_user() {
         assert_eq!(again.amount_cents, *amount);
     }
 
+    // An empty envelope answers from memory: no storage read or write.
+    let stats = &node.running().storage().stats;
+    let reads = stats.reads.load(std::sync::atomic::Ordering::Relaxed);
+    let writes = stats.writes.load(std::sync::atomic::Ordering::Relaxed);
+    for i in 0..100 {
+        let e = c.envelope_grab(id, format!("more-{i}")).await.unwrap_err();
+        assert_eq!(code(&e), Some(ErrorCode::Empty));
+    }
+    assert_eq!(
+        stats.reads.load(std::sync::atomic::Ordering::Relaxed),
+        reads
+    );
+    assert_eq!(
+        stats.writes.load(std::sync::atomic::Ordering::Relaxed),
+        writes
+    );
+
     let info = c.envelope_info(id).await.unwrap();
     assert_eq!(info.state, EnvelopeState::Empty);
     assert_eq!((info.total_cents, info.remaining_cents), (10_000, 0));
@@ -109,6 +126,46 @@ async fn grabs_split_exactly_once_per_user() {
     }
     let a = audit_ok(c).await;
     assert_eq!((a.envelopes, a.grabs, a.open), (2, 14, 0));
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn envelopes_dropped_from_memory_reload_from_storage() {
+    let node = TestNode::start_with(|c| c.envelopes.cached_envelopes = 1).await;
+    let c = &node.client;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(
+            c.envelope_create(create(&format!("s{i}"), 50, 5))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let mut got: HashMap<(u64, &str), u64> = HashMap::new();
+    for round in ["a", "b", "c"] {
+        for &id in &ids {
+            got.insert(
+                (id, round),
+                c.envelope_grab(id, round).await.unwrap().amount_cents,
+            );
+            // A timer run evicts down to one cached envelope.
+            c.clock_advance(Duration::ZERO).await.unwrap();
+        }
+    }
+    for (&(id, user), &amount) in &got {
+        let again = c.envelope_grab(id, user).await.unwrap();
+        assert!(again.repeated);
+        assert_eq!(again.amount_cents, amount);
+        c.clock_advance(Duration::ZERO).await.unwrap();
+    }
+    for &id in &ids {
+        let info = c.envelope_info(id).await.unwrap();
+        assert_eq!(info.grabbed, 3);
+        let sum: u64 = info.grabs.iter().map(|g| g.amount_cents).sum();
+        assert_eq!(sum + info.remaining_cents, 50);
+    }
+    audit_ok(c).await;
     node.stop().await;
 }
 

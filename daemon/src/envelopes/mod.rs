@@ -63,15 +63,14 @@ use std::sync::Arc;
 /// The id sequence's kind byte in `keys::sequence` (envelope range 0x40).
 pub const SEQUENCE_KIND: u8 = 0x40;
 
-/// Envelope state shared by a node's shards: only the refund stream's
-/// logical clock, an atomic (no lock).
+/// Envelope state shared by a node's shards: one atomic (no lock).
 #[derive(Debug, Default)]
 pub struct Shared {
-    /// The highest refund stamp or read bound any shard has used. Shards
-    /// stamp and bound at or above it, so an idle shard's read bound keeps
-    /// up with busy shards' stamps even while the wall clock is behind them
-    /// (after it stepped back across a restart; see `refunds`).
-    pub stream_clock: AtomicU64,
+    /// The highest refund stamp any shard has written. Every shard's read
+    /// bound is above it, so a refund is readable from the first read after
+    /// it was written — even while stamps run ahead of the wall clock (after
+    /// it stepped back across a restart; see `refunds`).
+    pub highest_stamp: AtomicU64,
 }
 
 /// One envelope in memory: its books as stored, and who grabbed what.
@@ -102,8 +101,6 @@ pub struct Envelopes {
     stream: BTreeMap<RefundCursor, StreamEntry>,
     /// Every future refund stamp is at least this (see `refunds`).
     stamp_floor: u64,
-    /// The highest stamp this shard has written (0: none).
-    last_stamp: u64,
     /// The highest floor made durable in the meta column family.
     floor_promise: u64,
     days: Days,
@@ -147,7 +144,6 @@ impl Envelopes {
             expiries: BTreeSet::new(),
             stream: BTreeMap::new(),
             stamp_floor: 0,
-            last_stamp: 0,
             floor_promise: 0,
             days: Days::default(),
             in_flight: 0,
@@ -365,11 +361,10 @@ impl Envelopes {
                 }
             }
         }
-        self.last_stamp = self.last_stamp.max(last_stamp);
         self.stamp_floor = self.stamp_floor.max(floor).max(last_stamp);
         self.shared
-            .stream_clock
-            .fetch_max(self.stamp_floor, Ordering::SeqCst);
+            .highest_stamp
+            .fetch_max(last_stamp, Ordering::SeqCst);
         self.floor_promise = self.floor_promise.max(floor);
         let gauge = &self.metrics.envelopes.in_flight_cents;
         gauge.sub(self.in_flight as i64);

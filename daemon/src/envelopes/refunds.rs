@@ -13,25 +13,30 @@
 //! one position, fixed-size and independent of the shard layout.
 //!
 //! A read must never hand out a cursor that a refund written later sorts
-//! before, or that refund would be skipped. Stamps are the node's clock,
-//! made monotonic by a floor: a refund is stamped `max(now, floor, G)`,
-//! where `G` is the node's stream clock (the highest stamp or bound any
-//! shard used; it only keeps idle shards' bounds moving, see below). A
-//! shard answering a read says it is complete up to `W = max(now, floor, G,
-//! last stamp + 1)` — every refund it wrote is below `W`, every refund it
-//! will ever write is stamped at least `W` — and raises its floor to `W`. The node merges the shards' answers and returns refunds only up
-//! to the lowest `W` (or the last refund a shard had to leave out of a full
-//! page), and that bound is the next cursor: complete, so acknowledging it
-//! removes exactly what was delivered. The floor survives restarts, even a
-//! wall clock that steps back: each shard persists a promise a minute ahead
-//! of its floor in the meta column family before it answers with a bound
-//! above the last promise, and startup takes the highest promise of any
-//! shard (and the highest stored stamp). While the wall clock is behind the
-//! floor, bounds advance through `G`: a shard's bound passes its own last
-//! stamp, `G` carries it to the others, so a refund becomes readable at the
-//! latest on the second read after it was written. A cursor at or beyond the stream's
-//! current `W` was never handed out and is BAD_REQUEST, so a bad cursor
-//! can't push the floor to the end of time.
+//! before, or that refund would be skipped. Stamps are the node's clock in
+//! ms, made monotonic per shard by a floor: a refund is stamped
+//! `max(now, floor)`. A shard answering a read says its part is complete up
+//! to `W = max(now, floor, H + 1)`, where `H` is the highest stamp any shard
+//! of the node has written (one shared atomic): every refund written so far
+//! is below `W`, and the shard raises its floor to `W`, so every refund it
+//! writes later is at or above it. The node merges the shards' answers and
+//! returns refunds only up to the lowest `W` (or the last refund a shard
+//! had to leave out of a full page), and that bound is the next cursor:
+//! complete, so acknowledging it removes exactly what was delivered. A
+//! refund is readable from the first read that starts after it was written.
+//!
+//! The floor survives restarts, even a wall clock that steps back: each
+//! shard persists a promise a minute ahead of its floor in the meta column
+//! family before it answers with a bound above the last promise, and
+//! startup takes the highest promise of any shard (and the highest stored
+//! stamp). Stamps then run ahead of the wall clock until it catches up —
+//! by at most one ms per read that found a new refund. A cursor at or
+//! beyond the stream's current `W` was never handed out and is BAD_REQUEST,
+//! so a bad cursor can't push the floor to the end of time.
+//!
+//! Slot migration (not built yet) must re-stamp the refund records it moves
+//! in at the target's `max(now, floor)`: a consumer of the target node may
+//! already be past their old stamps.
 //!
 //! Delivery is at least once (a consumer that crashes before acknowledging
 //! reads its page again): the envelope id is the refund's identity, to use
@@ -125,8 +130,7 @@ impl Envelopes {
         txn.require_sync();
         txn.finish_request(true);
         self.stamp_floor = stamp;
-        self.last_stamp = stamp;
-        self.shared.stream_clock.fetch_max(stamp, Ordering::SeqCst);
+        self.shared.highest_stamp.fetch_max(stamp, Ordering::SeqCst);
         self.stream.insert(
             RefundCursor { stamp, id },
             StreamEntry {
@@ -144,9 +148,7 @@ impl Envelopes {
 
     /// The stamp of a refund written now.
     fn next_stamp(&self, now: u64) -> u64 {
-        self.stamp_floor
-            .max(now)
-            .max(self.shared.stream_clock.load(Ordering::SeqCst))
+        self.stamp_floor.max(now)
     }
 
     /// Every future stamp is at least `to`; made durable (a promise a
@@ -167,11 +169,12 @@ impl Envelopes {
     }
 
     /// The stamp below which this shard's part of the stream is final:
-    /// every refund written so far is below it (including one stamped this
-    /// very millisecond), and once the floor is raised to it, every later
-    /// one is at or above it.
+    /// every refund written so far, by any shard, is below it (including one
+    /// stamped this very millisecond), and once the floor is raised to it,
+    /// every later one of this shard is at or above it.
     fn complete_to(&self, now: u64) -> u64 {
-        self.next_stamp(now).max(self.last_stamp.saturating_add(1))
+        let highest = self.shared.highest_stamp.load(Ordering::SeqCst);
+        self.next_stamp(now).max(highest.saturating_add(1))
     }
 
     /// A cursor must be one the stream could have handed out.
@@ -195,9 +198,6 @@ impl Envelopes {
         self.check_cursor(&r.after, now)?;
         let complete_to = self.complete_to(now);
         self.raise_floor(complete_to)?;
-        self.shared
-            .stream_clock
-            .fetch_max(complete_to, Ordering::SeqCst);
         let limit = r.limit as usize;
         let mut refunds = Vec::with_capacity(limit.min(self.stream.len()));
         let mut more = false;

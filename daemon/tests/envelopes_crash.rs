@@ -6,7 +6,7 @@ mod common;
 use common::{connect, Spawned};
 use rush_client::protocol::cmd::{EnvelopeCreate, RefundCursor};
 use rush_client::protocol::ErrorCode;
-use rush_client::Client;
+use rush_client::{Client, ClientOptions};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -56,7 +56,14 @@ async fn kill9_during_a_grab_storm_loses_no_acknowledged_grab() {
     let acked: Arc<Mutex<Vec<(u64, String, u64)>>> = Arc::default();
     let mut tasks = Vec::new();
     for t in 0..32 {
-        let c = connect(d.addr).await;
+        // No retries: after the kill a grabber stops at its first error.
+        let opts = ClientOptions {
+            retry_deadline: Duration::ZERO,
+            ..ClientOptions::default()
+        };
+        let c = Client::connect_with(&d.addr.to_string(), opts)
+            .await
+            .unwrap();
         let (ids, acked) = (ids.clone(), acked.clone());
         tasks.push(tokio::spawn(async move {
             for n in 0.. {

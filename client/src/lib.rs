@@ -18,6 +18,7 @@ mod batch;
 mod catalog;
 mod connection;
 mod duration;
+mod envelopes;
 mod error;
 mod limits;
 

@@ -25,6 +25,8 @@ pub const DEFAULT_MAX_BATCH: usize = 512;
 pub const DEFAULT_BLOCK_CACHE_MB: usize = 256;
 pub const DEFAULT_WRITE_BUFFER_MB: usize = 64;
 pub const DEFAULT_TICK_MS: u64 = 100;
+/// Most shard threads a node may run.
+pub const MAX_SHARDS: usize = 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -53,6 +55,7 @@ pub struct Config {
     pub tls: TlsConfig,
     pub limits: crate::limits::LimitsConfig,
     pub catalog: crate::catalog::CatalogConfig,
+    pub envelopes: crate::envelopes::EnvelopeConfig,
     pub debug: DebugConfig,
 }
 
@@ -258,8 +261,8 @@ impl Config {
                 "server.max_inflight_requests and server.max_connections must be positive".into(),
             );
         }
-        if self.shard_count() > 1024 {
-            return bad("storage.shards must be at most 1024".into());
+        if self.shard_count() > MAX_SHARDS {
+            return bad(format!("storage.shards must be at most {MAX_SHARDS}"));
         }
         if self.storage.queue_depth == 0 || self.storage.max_batch == 0 || self.storage.tick_ms == 0
         {
@@ -276,6 +279,7 @@ impl Config {
         }
         self.limits.validate().map_err(ConfigError::Invalid)?;
         self.catalog.validate().map_err(ConfigError::Invalid)?;
+        self.envelopes.validate().map_err(ConfigError::Invalid)?;
         Ok(())
     }
 }

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod catalog;
 pub mod clock;
 pub mod config;
+pub mod envelopes;
 pub mod http;
 pub mod kv;
 pub mod limits;

@@ -35,6 +35,7 @@ pub struct Metrics {
     pub auth_failures: IntCounter,
     pub limits: crate::limits::LimitsMetrics,
     pub catalog: crate::catalog::CatalogMetrics,
+    pub envelopes: crate::envelopes::EnvelopeMetrics,
 }
 
 fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: T) -> T {
@@ -169,6 +170,7 @@ impl Metrics {
             ),
             limits: crate::limits::LimitsMetrics::new(&r),
             catalog: crate::catalog::CatalogMetrics::new(&r),
+            envelopes: crate::envelopes::EnvelopeMetrics::new(&r),
             registry: r,
         }
     }

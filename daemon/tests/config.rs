@@ -47,6 +47,16 @@ fn example_config_states_the_defaults() {
     assert_eq!(cat.shed, dcat.shed);
     assert_eq!(cat.shed_queue_depth, dcat.shed_queue_depth);
     assert_eq!(cat.max_records_per_owner, dcat.max_records_per_owner);
+    let (e, de) = (&c.envelopes, &d.envelopes);
+    assert_eq!(e.max_count, de.max_count);
+    assert_eq!(e.max_total_cents, de.max_total_cents);
+    assert_eq!(e.default_expiry_secs, de.default_expiry_secs);
+    assert_eq!(e.max_expiry_secs, de.max_expiry_secs);
+    assert_eq!(e.max_queued_grabs, de.max_queued_grabs);
+    assert_eq!(e.retention_days, de.retention_days);
+    assert_eq!(e.refunds_per_tick, de.refunds_per_tick);
+    assert_eq!(e.cached_envelopes, de.cached_envelopes);
+    assert_eq!(e.id_step, de.id_step);
 }
 
 #[test]
@@ -111,6 +121,27 @@ fn catalog_section_is_checked() {
         let c = Config::from_toml(&format!("[catalog]\n{bad}\n"), p).unwrap();
         assert!(c.validate().is_err(), "{bad} was accepted");
     }
+}
+
+#[test]
+fn envelope_settings_are_checked() {
+    let p = Path::new("test.toml");
+    let c = Config::from_toml("[envelopes]\nmax_count = 0\n", p).unwrap();
+    assert!(c.validate().is_err());
+    let c = Config::from_toml("[envelopes]\nmax_count = 100001\n", p).unwrap();
+    assert!(c.validate().is_err());
+    // An envelope must be settled before retention removes its day.
+    let c = Config::from_toml(
+        "[envelopes]\nmax_expiry_secs = 604800\nretention_days = 7\n",
+        p,
+    )
+    .unwrap();
+    assert!(c.validate().is_err());
+    let c = Config::from_toml("[envelopes]\nretention_days = 0\n", p).unwrap();
+    c.validate().expect("0 keeps envelopes forever");
+    let c = Config::from_toml("[envelopes]\ndefault_expiry_secs = 999999999\n", p).unwrap();
+    assert!(c.validate().is_err());
+    assert!(Config::from_toml("[envelopes]\nmax_grabs = 1\n", p).is_err());
 }
 
 #[test]

@@ -271,6 +271,18 @@ commands! {
     0x5a "CATALOG_REBUILD" => CatalogRebuild(CatalogRebuild) -> u64, idempotent = true;
 
     // ── red envelopes (0x60–0x6f) ────────────────────────────────────────
+    /// Create an envelope in the sender's slot; the id carries slot and day.
+    0x60 "ENVELOPE_CREATE" => EnvelopeCreate(EnvelopeCreate) -> EnvelopeCreateReply, idempotent = false;
+    /// Grab a share: once per user; a repeat answers the same amount.
+    0x61 "ENVELOPE_GRAB" => EnvelopeGrab(EnvelopeGrab) -> EnvelopeGrabReply, idempotent = true;
+    /// An envelope's books and grabs.
+    0x62 "ENVELOPE_INFO" => EnvelopeInfo(EnvelopeInfo) -> EnvelopeInfoReply, idempotent = true;
+    /// Read the node's refund stream after a cursor (admin).
+    0x63 "ENVELOPE_REFUNDS" => EnvelopeRefunds(EnvelopeRefunds) -> EnvelopeRefundsReply, idempotent = true;
+    /// Acknowledge paid refunds up to a cursor; they leave the stream (admin).
+    0x64 "ENVELOPE_REFUNDS_ACK" => EnvelopeRefundsAck(EnvelopeRefundsAck) -> u64, idempotent = true;
+    /// Check every stored envelope's books (admin).
+    0x65 "ENVELOPE_AUDIT" => EnvelopeAudit(EnvelopeAudit) -> EnvelopeAuditReply, idempotent = true;
 
     // ── cluster (0x70–0x7f) ──────────────────────────────────────────────
 

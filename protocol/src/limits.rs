@@ -45,6 +45,12 @@ pub const MAX_ALIAS_KIND: usize = 64;
 pub const MAX_WARM_OWNERS: usize = 10_000;
 /// Most shares in one red envelope (protocol ceiling; config sets the real cap).
 pub const MAX_ENVELOPE_COUNT: u32 = 100_000;
+/// Longest envelope user or sender name (longer is BAD_REQUEST).
+pub const MAX_ENVELOPE_USER: usize = 256;
+/// Most refunds one ENVELOPE_REFUNDS page may ask for.
+pub const MAX_REFUNDS_PAGE: usize = 10_000;
+/// Most problems an ENVELOPE_AUDIT answer describes (all are counted).
+pub const MAX_AUDIT_PROBLEMS: usize = 1_000;
 /// Longest free-form text (client names, messages, tokens).
 pub const MAX_TEXT: usize = 4096;
 /// Most entries a list-style reply (refunds, info rows) carries in one frame.

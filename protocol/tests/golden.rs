@@ -281,6 +281,87 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
             "error-shed",
             err_reply(0x54, 8, RushError::unavailable("shed")),
         ),
+        // Envelope ids below are sequence 3, day 5, slot 749, "alice"'s slot.
+        (
+            "envelope-create-request",
+            request(
+                7,
+                EnvelopeCreate {
+                    sender: Bytes::from_static(b"alice"),
+                    total_cents: 10_000,
+                    count: 10,
+                    mode: EnvelopeMode::Random,
+                    expires_in_ms: 86_400_000,
+                    idempotency_key: Some(Bytes::from_static(b"k1")),
+                },
+            ),
+        ),
+        (
+            "envelope-create-reply",
+            ok_reply::<EnvelopeCreate>(
+                7,
+                Reply::EnvelopeCreate(EnvelopeCreateReply {
+                    id: envelope_id(3, 5, 749).unwrap(),
+                    expires_at_ms: 1_767_312_000_000,
+                }),
+            ),
+        ),
+        (
+            "envelope-grab-request",
+            request(
+                8,
+                EnvelopeGrab {
+                    id: envelope_id(3, 5, 749).unwrap(),
+                    user: Bytes::from_static(b"bob"),
+                },
+            ),
+        ),
+        (
+            "envelope-grab-reply",
+            ok_reply::<EnvelopeGrab>(
+                8,
+                Reply::EnvelopeGrab(EnvelopeGrabReply {
+                    amount_cents: 1234,
+                    repeated: false,
+                }),
+            ),
+        ),
+        (
+            "error-empty",
+            err_reply(0x61, 8, RushError::new(ErrorCode::Empty, "empty")),
+        ),
+        (
+            "envelope-refunds-request",
+            request(
+                9,
+                EnvelopeRefunds {
+                    after: RefundCursor::START,
+                    limit: 100,
+                },
+            ),
+        ),
+        (
+            "envelope-refunds-reply",
+            ok_reply::<EnvelopeRefunds>(
+                9,
+                Reply::EnvelopeRefunds(EnvelopeRefundsReply {
+                    refunds: vec![Refund {
+                        cursor: RefundCursor {
+                            stamp: 1_767_312_000_000,
+                            id: envelope_id(3, 5, 749).unwrap(),
+                        },
+                        sender: Bytes::from_static(b"alice"),
+                        amount_cents: 766,
+                        refunded_at_ms: 1_767_312_000_000,
+                    }],
+                    next: RefundCursor {
+                        stamp: 1_767_312_000_000,
+                        id: u64::MAX,
+                    },
+                    more: false,
+                }),
+            ),
+        ),
     ]
 }
 

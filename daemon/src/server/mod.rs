@@ -149,6 +149,7 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         storage: storage.clone(),
         clock: clock.clone(),
         metrics: metrics.clone(),
+        envelopes: Default::default(),
     };
     let mut handles = Vec::with_capacity(shards);
     let mut threads = Vec::with_capacity(shards);

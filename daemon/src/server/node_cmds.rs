@@ -1,5 +1,6 @@
 //! Requests the node answers itself (PING, HELLO, INFO, CLUSTER_SLOTS) and
-//! requests that run on every shard (COMPACT, CLOCK_ADVANCE).
+//! requests that run on every shard (COMPACT, CLOCK_ADVANCE, envelope
+//! refunds and audit).
 
 use super::conn::{ConnState, ReplySink};
 use super::NodeShared;
@@ -138,6 +139,13 @@ pub async fn fan_out(node: Arc<NodeShared>, request: Request, sink: ReplySink) {
                 .map(|_| Reply::Compact(()))
                 .map_err(|e| RushError::internal(format!("compaction task: {e}")))
         }
+        // Merging refund pages needs the page size, so not via `combine`.
+        Request::EnvelopeRefunds(r) => {
+            let limit = r.limit as usize;
+            broadcast(&node, Request::EnvelopeRefunds(r))
+                .await
+                .and_then(|replies| crate::envelopes::merge_refunds(replies, limit))
+        }
         other => {
             let opcode = other.opcode();
             broadcast(&node, other)
@@ -197,6 +205,9 @@ fn combine(opcode: Opcode, replies: Vec<Reply>) -> Result<Reply, RushError> {
                 })
                 .sum(),
         )),
+        Opcode::EnvelopeRefundsAck | Opcode::EnvelopeAudit => {
+            crate::envelopes::combine(opcode, replies)
+        }
         _ => Err(RushError::internal(format!(
             "{} does not run on every shard",
             opcode.name()

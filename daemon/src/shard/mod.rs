@@ -6,18 +6,26 @@
 //! in memory (see [`txn::Txn`]), commits their writes as one WriteBatch (one
 //! fsync if any needs durability), and only then answers them. That group
 //! commit is what makes durable writes cheap.
+//!
+//! Between the channel and the groups, jobs wait in [`lanes::Lanes`]: one
+//! FIFO per envelope and one for everything else, drained round-robin, so a
+//! hot envelope can't starve the rest of the shard; grabs beyond an
+//! envelope's queue cap, or that memory can answer, are answered at intake.
 
+pub mod lanes;
 pub mod txn;
 
 use crate::catalog::Catalog;
 use crate::clock::Clock;
 use crate::config::{Config, Durability};
+use crate::envelopes::Envelopes;
 use crate::kv::Kv;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
 use crate::storage::Storage;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use lanes::Lanes;
 use rush_protocol::{Reply, Request, RushError, Service};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,6 +125,8 @@ pub struct ShardContext {
     pub storage: Arc<Storage>,
     pub clock: Clock,
     pub metrics: Arc<Metrics>,
+    /// Envelope state the node's shards share (the refund stream's clock).
+    pub envelopes: Arc<crate::envelopes::Shared>,
 }
 
 pub struct Shard {
@@ -129,6 +139,10 @@ pub struct Shard {
     catalog: Catalog,
     /// ID segments of this shard's slots (short codes, envelope ids).
     segments: Segments,
+    /// Jobs taken off the channel, waiting for a group: per-envelope lanes
+    /// drained round-robin (fairness, admission control; see `lanes`).
+    lanes: Lanes,
+    envelopes: Envelopes,
 }
 
 /// Start shard `id`'s thread.
@@ -153,6 +167,15 @@ pub fn spawn(
             &ctx.config.catalog,
             ctx.metrics.clone(),
         ),
+        lanes: Lanes::default(),
+        envelopes: Envelopes::new(
+            id,
+            ctx.config.shard_count(),
+            ctx.config.envelopes.clone(),
+            ctx.storage.clone(),
+            ctx.metrics.clone(),
+            ctx.envelopes.clone(),
+        ),
         ctx,
     };
     let thread = std::thread::Builder::new()
@@ -165,6 +188,10 @@ impl Shard {
     fn run(mut self) {
         let tick_every = Duration::from_millis(self.ctx.config.storage.tick_ms);
         let max_batch = self.ctx.config.storage.max_batch;
+        // Jobs held in the lanes, on top of the channel's own bound: enough
+        // to see (and admit or refuse) a storm of grabs at once, bounded so
+        // the channel still pushes back when the shard can't keep up.
+        let max_held = self.ctx.config.storage.queue_depth;
         let mut next_tick = Instant::now() + tick_every;
         let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
         let mut tick_waiters = Vec::new();
@@ -173,18 +200,24 @@ impl Shard {
         // Before the first request: a filter missing owners would deny them.
         self.catalog.open(&self.ctx.storage);
         while !stopping {
-            let wait = next_tick.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(wait) {
-                Ok(msg) => self.intake(msg, &mut jobs, &mut tick_waiters, &mut stopping),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => stopping = true,
+            // Wait for work only when none is held already.
+            if self.lanes.is_empty() {
+                let wait = next_tick.saturating_duration_since(Instant::now());
+                match self.rx.recv_timeout(wait) {
+                    Ok(msg) => self.intake(msg, &mut tick_waiters, &mut stopping),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => stopping = true,
+                }
             }
-            while jobs.len() < max_batch && !stopping {
+            // Take in everything queued (up to `max_held`), so admission
+            // control sees each envelope's whole queue, then run one group.
+            while self.lanes.len() < max_held && !stopping {
                 match self.rx.try_recv() {
-                    Ok(msg) => self.intake(msg, &mut jobs, &mut tick_waiters, &mut stopping),
+                    Ok(msg) => self.intake(msg, &mut tick_waiters, &mut stopping),
                     Err(_) => break,
                 }
             }
+            self.lanes.next_group(max_batch, &mut jobs);
             if !jobs.is_empty() {
                 self.execute(&mut jobs);
             }
@@ -199,13 +232,11 @@ impl Shard {
         // Anything still queued behind Stop is answered, not dropped.
         while let Ok(msg) = self.rx.try_recv() {
             if let ShardMsg::Job(job) = msg {
-                jobs.push(job);
-                if jobs.len() == max_batch {
-                    self.execute(&mut jobs);
-                }
+                self.lanes.push(job);
             }
         }
-        if !jobs.is_empty() {
+        while !self.lanes.is_empty() {
+            self.lanes.next_group(max_batch, &mut jobs);
             self.execute(&mut jobs);
         }
         tracing::debug!(shard = self.id, "shard stopped");
@@ -214,7 +245,6 @@ impl Shard {
     fn intake(
         &mut self,
         msg: ShardMsg,
-        jobs: &mut Vec<Job>,
         tick_waiters: &mut Vec<oneshot::Sender<()>>,
         stopping: &mut bool,
     ) {
@@ -223,7 +253,20 @@ impl Shard {
             // can't learn the outcome, so not applying it is as correct as
             // applying it, and a flood from a dead connection costs nothing.
             ShardMsg::Job(job) if job.reply.is_abandoned() => {}
-            ShardMsg::Job(job) => jobs.push(job),
+            ShardMsg::Job(job) => {
+                // Envelope admission control: a grab memory can answer (a
+                // repeat, EMPTY, EXPIRED) or one beyond the envelope's queue
+                // cap (BUSY) is answered now, without queueing or storage.
+                if let Request::EnvelopeGrab(g) = &job.request {
+                    let queued = self.lanes.depth(g.id);
+                    let now = self.ctx.clock.now_ms();
+                    if let Some(answer) = self.envelopes.admit(g, queued, now) {
+                        job.reply.send(answer);
+                        return;
+                    }
+                }
+                self.lanes.push(job);
+            }
             ShardMsg::Tick(tx) => tick_waiters.push(tx),
             ShardMsg::Stop => *stopping = true,
         }
@@ -233,7 +276,7 @@ impl Shard {
     fn execute(&mut self, jobs: &mut Vec<Job>) {
         let storage = self.ctx.storage.clone();
         let now = self.ctx.clock.now_ms();
-        self.catalog.begin_group(self.rx.len());
+        self.catalog.begin_group(self.rx.len() + self.lanes.len());
         let mut txn = Txn::new(&storage, self.id);
         let group = jobs.len();
         // Answers that must wait for the commit: those of requests applied
@@ -242,6 +285,9 @@ impl Shard {
         // which also keeps a flood of large reads from piling up here.
         let mut waiting = Vec::with_capacity(group);
         for job in jobs.drain(..) {
+            if job.reply.is_abandoned() {
+                continue;
+            }
             let result = self.apply(&job.request, now, &mut txn);
             txn.finish_request(result.is_ok());
             if txn.has_writes() {
@@ -268,6 +314,7 @@ impl Shard {
             Service::Kv => self.kv.apply(req, now, txn),
             Service::Limits => self.limits.apply(req, now, txn),
             Service::Catalog => self.catalog.apply(req, now, txn),
+            Service::Envelopes => self.envelopes.apply(req, now, txn, &mut self.segments),
             _ => Err(RushError::internal(format!(
                 "{} reached a shard but is not a shard request",
                 req.opcode().name()
@@ -299,11 +346,13 @@ impl Shard {
     /// in one group that commits like requests do.
     fn tick(&mut self) {
         let storage = self.ctx.storage.clone();
-        let _now = self.ctx.clock.now_ms();
-        let txn = Txn::new(&storage, self.id);
+        let now = self.ctx.clock.now_ms();
+        let mut txn = Txn::new(&storage, self.id);
         // Services' timers run here, each finishing its writes with
         // `txn.finish_request(ok)`.
         self.catalog.tick(&storage);
+        self.envelopes.tick(now, &mut txn);
+        self.envelopes.publish_queue_depths(self.lanes.take_peaks());
         if let Err(e) = self.commit(txn) {
             tracing::warn!(shard = self.id, error = %e, "timer writes failed; they run again next tick");
         }
@@ -315,5 +364,6 @@ impl Shard {
         // changes only through requests that write no shard data.)
         self.segments.clear();
         self.catalog.on_commit_failure();
+        self.envelopes.on_commit_failure();
     }
 }

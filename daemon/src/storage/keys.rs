@@ -26,6 +26,16 @@ pub mod ks {
     /// Catalog: `kind` (part), `alias` (to the end) → owner.
     /// Adjacent to `CATALOG_RECORDS` so one scan per slot covers both.
     pub const CATALOG_ALIAS: u8 = 0x31;
+    /// Red envelopes and their grabs, by creation day: see [`super::envelope`].
+    pub const ENVELOPE: u8 = 0x40;
+    /// The refund stream (refunds not yet acknowledged), by stream position.
+    pub const ENVELOPE_REFUND: u8 = 0x41;
+    /// Open envelopes by expiry: what the refund timer must look at.
+    pub const ENVELOPE_PENDING: u8 = 0x42;
+    /// Per slot and calendar day: the first envelope id of that day.
+    pub const ENVELOPE_DAY: u8 = 0x43;
+    /// Create idempotency keys: (sender, key) → envelope id.
+    pub const ENVELOPE_IDEMPOTENCY: u8 = 0x44;
 }
 
 /// Meta column family record names.
@@ -37,6 +47,16 @@ pub mod meta {
     /// Purchase-limit policies set at run time (LIMIT_POLICY_SET): one
     /// record holding them all, see `limits::admin`.
     pub const LIMIT_POLICIES: &[u8] = b"limits/policies";
+
+    /// Prefix of the refund-stream stamp floor promised by shard N
+    /// (`envelope-refund-floor/N`, `u64`): no refund is ever stamped below
+    /// the highest of these, even if the wall clock steps back across a
+    /// restart (see `envelopes::refunds`).
+    pub const ENVELOPE_REFUND_FLOOR: &str = "envelope-refund-floor/";
+
+    pub fn envelope_refund_floor(shard: usize) -> Vec<u8> {
+        format!("{ENVELOPE_REFUND_FLOOR}{shard}").into_bytes()
+    }
 }
 
 /// A key under construction: slot, keyspace, then parts.
@@ -191,6 +211,135 @@ pub fn catalog_range(slot: u16) -> (Vec<u8>, Vec<u8>) {
     (start, end)
 }
 
+// ── red envelopes ─────────────────────────────────────────────────────────
+//
+// Keys ordered (slot, day of month, id): one slot's envelopes of one day of
+// month are one key range, and an envelope's grabs sit right behind it, so a
+// load or an audit reads an envelope and its grabs in one forward scan.
+// Within (slot, day) ids grow with creation time (they come from the slot's
+// sequence), so the days of two months that share a day of month are two
+// consecutive id ranges: retention cuts them apart at the first id of the
+// later day (see `ENVELOPE_DAY`).
+pub mod envelope {
+    use super::{ks, slot_range, KeyBuf};
+
+    /// After the id: the envelope record itself.
+    pub const RECORD: u8 = 0x00;
+    /// After the id: a grab, followed by the user.
+    pub const GRAB: u8 = 0x01;
+
+    /// `slot | ENVELOPE | day | id | RECORD`
+    pub fn record(slot: u16, day: u8, id: u64) -> Vec<u8> {
+        KeyBuf::new(slot, ks::ENVELOPE)
+            .u8(day)
+            .u64(id)
+            .u8(RECORD)
+            .build()
+    }
+
+    /// `slot | ENVELOPE | day | id | GRAB | user`
+    pub fn grab(slot: u16, day: u8, id: u64, user: &[u8]) -> Vec<u8> {
+        KeyBuf::new(slot, ks::ENVELOPE)
+            .u8(day)
+            .u64(id)
+            .u8(GRAB)
+            .tail(user)
+            .build()
+    }
+
+    /// Bytes before the user in a grab key.
+    pub const GRAB_USER_OFFSET: usize = 2 + 1 + 1 + 8 + 1;
+
+    /// `[start, end)` of one envelope: its record, then its grabs.
+    pub fn envelope_range(slot: u16, day: u8, id: u64) -> (Vec<u8>, Vec<u8>) {
+        let start = KeyBuf::new(slot, ks::ENVELOPE).u8(day).u64(id).build();
+        let end = match id.checked_add(1) {
+            Some(next) => KeyBuf::new(slot, ks::ENVELOPE).u8(day).u64(next).build(),
+            None => day_id_end(slot, day),
+        };
+        (start, end)
+    }
+
+    /// Where envelope `id` of `day` starts: everything of the day with a
+    /// smaller id sorts before it.
+    pub fn day_from_id(slot: u16, day: u8, id: u64) -> Vec<u8> {
+        KeyBuf::new(slot, ks::ENVELOPE).u8(day).u64(id).build()
+    }
+
+    /// The start of `day`'s range in `slot`.
+    pub fn day_start(slot: u16, day: u8) -> Vec<u8> {
+        KeyBuf::new(slot, ks::ENVELOPE).u8(day).build()
+    }
+
+    /// The end (exclusive) of `day`'s range in `slot`.
+    pub fn day_id_end(slot: u16, day: u8) -> Vec<u8> {
+        match day.checked_add(1) {
+            Some(next) => KeyBuf::new(slot, ks::ENVELOPE).u8(next).build(),
+            None => KeyBuf::new(slot, ks::ENVELOPE + 1).build(),
+        }
+    }
+
+    /// `slot | ENVELOPE_REFUND | stamp | id`: one unacknowledged refund.
+    pub fn refund(slot: u16, stamp: u64, id: u64) -> Vec<u8> {
+        KeyBuf::new(slot, ks::ENVELOPE_REFUND)
+            .u64(stamp)
+            .u64(id)
+            .build()
+    }
+
+    /// `(stamp, id)` of a refund key.
+    pub fn parse_refund(raw: &[u8]) -> Option<(u64, u64)> {
+        let rest = raw.get(3..)?;
+        (rest.len() == 16).then(|| {
+            (
+                u64::from_be_bytes(rest[..8].try_into().expect("8 bytes")),
+                u64::from_be_bytes(rest[8..].try_into().expect("8 bytes")),
+            )
+        })
+    }
+
+    /// `slot | ENVELOPE_PENDING | expires_at | id`: an open envelope.
+    pub fn pending(slot: u16, expires_at: u64, id: u64) -> Vec<u8> {
+        KeyBuf::new(slot, ks::ENVELOPE_PENDING)
+            .u64(expires_at)
+            .u64(id)
+            .build()
+    }
+
+    /// `(expires_at, id)` of a pending key.
+    pub fn parse_pending(raw: &[u8]) -> Option<(u64, u64)> {
+        parse_refund(raw)
+    }
+
+    /// `slot | ENVELOPE_DAY | days since the epoch (u32)`.
+    pub fn day_marker(slot: u16, epoch_day: u32) -> Vec<u8> {
+        KeyBuf::new(slot, ks::ENVELOPE_DAY)
+            .tail(&epoch_day.to_be_bytes())
+            .build()
+    }
+
+    pub fn parse_day_marker(raw: &[u8]) -> Option<u32> {
+        let rest = raw.get(3..)?;
+        (rest.len() == 4).then(|| u32::from_be_bytes(rest.try_into().expect("4 bytes")))
+    }
+
+    /// `slot | ENVELOPE_IDEMPOTENCY | sender (u16 length) | key`
+    pub fn idempotency(slot: u16, sender: &[u8], key: &[u8]) -> Vec<u8> {
+        KeyBuf::new(slot, ks::ENVELOPE_IDEMPOTENCY)
+            .part(sender)
+            .tail(key)
+            .build()
+    }
+
+    /// Every envelope key of `slot`, all keyspaces (tests, migration).
+    pub fn everything(slot: u16) -> (Vec<u8>, Vec<u8>) {
+        let (start, _) = super::keyspace_range(slot, ks::ENVELOPE);
+        let (_, end) = super::keyspace_range(slot, ks::ENVELOPE_IDEMPOTENCY);
+        debug_assert!(end <= slot_range(slot).1);
+        (start, end)
+    }
+}
+
 /// The slot a storage key belongs to.
 pub fn slot_of(raw: &[u8]) -> Option<u16> {
     (raw.len() >= 2).then(|| u16::from_be_bytes([raw[0], raw[1]]))
@@ -297,6 +446,35 @@ mod tests {
         assert!(start <= r && r < end && start <= a && a < end);
         assert!(catalog_records(8, &[0xff; 4]) < start && catalog_records(10, b"") >= end);
         assert!(parse_catalog(&[0, 9, ks::CATALOG_ALIAS, 0]).is_none());
+    }
+
+    #[test]
+    fn envelope_keys_group_by_slot_day_then_id() {
+        use envelope::*;
+        let rec = record(7, 5, 1000);
+        let g = grab(7, 5, 1000, b"zed");
+        let next = record(7, 5, 1001);
+        let (start, end) = envelope_range(7, 5, 1000);
+        // An envelope's grabs follow its record, before the next envelope.
+        assert!(start <= rec && rec < g && g < end && end <= next);
+        assert_eq!(&g[GRAB_USER_OFFSET..], b"zed");
+        // A day is one range; days of a slot in order; slots first.
+        assert!(day_start(7, 5) <= rec && rec < day_id_end(7, 5));
+        assert!(day_id_end(7, 5) <= day_start(7, 6));
+        assert!(record(7, 31, u64::MAX) < day_id_end(7, 31));
+        assert!(day_id_end(7, 31) <= refund(7, 0, 0));
+        assert!(record(7, 31, 0) < record(8, 1, 0));
+        // Cutting a day at an id splits older ids from newer ones.
+        assert!(record(7, 5, 999) < day_from_id(7, 5, 1000));
+        assert!(day_from_id(7, 5, 1000) <= record(7, 5, 1000));
+        assert_eq!(parse_refund(&refund(3, 11, 22)), Some((11, 22)));
+        assert_eq!(parse_pending(&pending(3, 11, 22)), Some((11, 22)));
+        assert_eq!(parse_day_marker(&day_marker(3, 20_000)), Some(20_000));
+        let (s, e) = everything(7);
+        for k in [rec, refund(7, 1, 1), pending(7, 1, 1), day_marker(7, 1)] {
+            assert!(s <= k && k < e);
+        }
+        assert!(idempotency(7, b"s", b"k") < e);
     }
 
     #[test]

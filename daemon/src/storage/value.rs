@@ -28,6 +28,18 @@ pub mod kind {
     pub const CATALOG_RECORDS: u8 = 0x30;
     /// A catalog alias: the owner's bytes.
     pub const CATALOG_ALIAS: u8 = 0x31;
+    /// A red envelope's books (see `envelopes::record`).
+    pub const ENVELOPE: u8 = 0x40;
+    /// One grab of an envelope.
+    pub const ENVELOPE_GRAB: u8 = 0x41;
+    /// One refund in the refund stream.
+    pub const ENVELOPE_REFUND: u8 = 0x42;
+    /// An open envelope's expiry entry (payload: remaining cents).
+    pub const ENVELOPE_PENDING: u8 = 0x43;
+    /// The first envelope id of a slot's calendar day.
+    pub const ENVELOPE_DAY: u8 = 0x44;
+    /// A create idempotency key's envelope and arguments.
+    pub const ENVELOPE_IDEMPOTENCY: u8 = 0x45;
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,8 @@
 //! `rush`: the command-line client. Exit code 0 on success, 1 on error (and,
-//! for commands that can be denied, 2 when denied).
+//! for commands that can be denied, 2 when denied; `envelope audit` 3 when
+//! books are off).
+
+mod envelope;
 
 mod catalog;
 mod limits;
@@ -115,6 +118,9 @@ enum Cmd {
     /// Catalog lookups: records under owners, aliases, shedding, warm-up.
     #[command(subcommand)]
     Catalog(catalog::CatalogCmd),
+    /// Red envelopes: create, grab, info, refunds, audit.
+    #[command(subcommand)]
+    Envelope(envelope::EnvelopeCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -245,6 +251,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("OK");
         }
         Cmd::Catalog(cmd) => return catalog::run(&c, cmd).await,
+        Cmd::Envelope(cmd) => return envelope::run(&c, cmd).await,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,177 @@
+//! `rush envelope …` against an in-process node: output and exit codes.
+
+use rush_client::Client;
+use rush_daemon::{Clock, Config, Running};
+use std::process::Command;
+use std::time::Duration;
+
+struct Node {
+    _dir: tempfile::TempDir,
+    running: Running,
+    client: Client,
+}
+
+async fn start() -> Node {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Config::default();
+    c.server.listen = "127.0.0.1:0".into();
+    c.server.http = String::new();
+    c.storage.data_dir = dir.path().to_path_buf();
+    c.storage.shards = 2;
+    c.storage.block_cache_mb = 16;
+    c.storage.write_buffer_mb = 8;
+    c.debug.clock_control = true;
+    let running = rush_daemon::start(c, Clock::system()).await.unwrap();
+    let client = Client::connect(&running.addr().to_string()).await.unwrap();
+    Node {
+        _dir: dir,
+        running,
+        client,
+    }
+}
+
+/// Run `rush --addr ADDR args…`: (exit code, stdout, stderr).
+async fn rush(node: &Node, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rush"));
+    cmd.arg("--addr")
+        .arg(node.running.addr().to_string())
+        .args(args);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_grab_info_refunds_audit() {
+    let node = start().await;
+    let (code, out, err) = rush(
+        &node,
+        &[
+            "envelope",
+            "create",
+            "--sender",
+            "alice",
+            "--total",
+            "1001",
+            "--count",
+            "2",
+            "--mode",
+            "fixed",
+            "--expires",
+            "1h",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let id = out.trim().to_string();
+    id.parse::<u64>().expect("the id, in decimal");
+
+    let (code, out, _) = rush(&node, &["envelope", "grab", &id, "bob"]).await;
+    assert_eq!((code, out.trim()), (0, "501"));
+    // A repeat prints the same amount and still succeeds.
+    let (code, out, err) = rush(&node, &["envelope", "grab", &id, "bob"]).await;
+    assert_eq!((code, out.trim()), (0, "501"));
+    assert!(err.contains("already grabbed"));
+    let (code, out, _) = rush(&node, &["envelope", "grab", &id, "carol"]).await;
+    assert_eq!((code, out.trim()), (0, "500"));
+    // Empty: exit 2.
+    let (code, _, err) = rush(&node, &["envelope", "grab", &id, "dave"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("EMPTY"), "{err}");
+    // Unknown envelope: an error, exit 1.
+    let (code, _, err) = rush(&node, &["envelope", "grab", "16384", "dave"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("NOT_FOUND"), "{err}");
+
+    let (code, out, _) = rush(&node, &["envelope", "info", &id]).await;
+    assert_eq!(code, 0);
+    for line in [
+        "state: empty",
+        "total_cents: 1001",
+        "remaining_cents: 0",
+        "grabbed: 2",
+        "mode: fixed",
+    ] {
+        assert!(out.contains(line), "{line} in {out}");
+    }
+    assert!(out.contains("grab: bob 501 ") && out.contains("grab: carol 500 "));
+
+    // Bad input: exit 1, nothing created.
+    for (total, count) in [("-5", "2"), ("1.5", "2"), ("100", "0"), ("1", "2")] {
+        let args = [
+            "envelope", "create", "--sender", "s", "--total", total, "--count", count,
+        ];
+        let (code, _, err) = rush(&node, &args).await;
+        assert_eq!(code, 1, "{total} {count}: {err}");
+    }
+
+    // Expiry with money left: the refund stream, then acknowledge it.
+    let (_, out, _) = rush(
+        &node,
+        &[
+            "envelope",
+            "create",
+            "--sender",
+            "erin",
+            "--total",
+            "300",
+            "--count",
+            "3",
+            "--expires",
+            "1h",
+        ],
+    )
+    .await;
+    let open = out.trim().to_string();
+    rush(&node, &["envelope", "grab", &open, "x"]).await;
+    node.client
+        .clock_advance(Duration::from_secs(7200))
+        .await
+        .unwrap();
+    let (code, out, _) = rush(&node, &["envelope", "refunds"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(&format!("envelope {open} sender erin cents ")),
+        "{out}"
+    );
+    assert!(out.lines().last().unwrap().starts_with("next "));
+    let (code, out, _) = rush(&node, &["envelope", "refunds", "--ack"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("acknowledged 1"), "{out}");
+    let (_, out, _) = rush(&node, &["envelope", "refunds"]).await;
+    assert_eq!(out.lines().count(), 1, "only the next cursor: {out}");
+    let (code, _, err) = rush(&node, &["envelope", "refunds", "--from", "nonsense"]).await;
+    assert_ne!(code, 0, "{err}");
+
+    let (code, out, _) = rush(&node, &["envelope", "audit"]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("envelopes 2 ") && out.contains("problems 0"),
+        "{out}"
+    );
+
+    // Books that are off: the audit says so and exits 3.
+    let id: u64 = id.parse().unwrap();
+    let storage = node.running.storage().clone();
+    let (slot, day) = (
+        rush_client::protocol::cmd::envelope_slot(id),
+        rush_client::protocol::cmd::envelope_day(id),
+    );
+    let shard = rush_daemon::storage::keys::shard_of_slot(slot, storage.shards());
+    let key = rush_daemon::storage::keys::envelope::record(slot, day, id);
+    let raw = storage.get(shard, &key).unwrap().unwrap().to_vec();
+    let mut rec = rush_daemon::envelopes::record::EnvelopeRecord::decode(&raw).unwrap();
+    rec.total += 1; // a cent appears from nowhere
+    let mut batch = rush_daemon::storage::WriteBatch::default();
+    batch.put_cf(storage.cf(shard), &key, rec.encode());
+    storage.write(batch, true).unwrap();
+    let (code, out, _) = rush(&node, &["envelope", "audit"]).await;
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("problem: envelope"), "{out}");
+    node.running.shutdown().await.unwrap();
+}

@@ -1,0 +1,514 @@
+//! Red envelopes: create, grab (exactly once per user, exact cents), info,
+//! exactly-once refunds at expiry as a durable stream, retention by whole
+//! days, and an audit of every envelope's books.
+//!
+//! All requests for one envelope run on the shard that owns its slot, one at
+//! a time: the shard thread *is* the envelope's FIFO queue (with a lane per
+//! envelope and admission control, see `shard::lanes`), so grabs need no
+//! locks, no CAS and no retries, and group commit makes each durable grab
+//! cheap.
+//!
+//! Storage (keys in `storage::keys::envelope`):
+//! - `(slot, ENVELOPE, day of month, id, RECORD)` — the envelope's books,
+//!   rewritten by every grab and by the refund;
+//! - `(slot, ENVELOPE, day of month, id, GRAB, user)` — one per grab;
+//! - `(slot, ENVELOPE_PENDING, expires_at, id)` — open envelopes (payload:
+//!   remaining cents), so startup finds pending expiries without reading
+//!   every envelope;
+//! - `(slot, ENVELOPE_REFUND, stamp, id)` — the refund stream (until acked);
+//! - `(slot, ENVELOPE_DAY, epoch day)` — first id of each day (retention);
+//! - `(slot, ENVELOPE_IDEMPOTENCY, sender, key)` — create retries (TTL).
+//!
+//! Every write that changes money is one request of a group commit: the grab
+//! record, the new books and the pending entry together; the refund record,
+//! the "refunded" books and the pending entry's removal together. Synced
+//! before the answer.
+//!
+//! In memory, per shard: the books and grabbers of recently used envelopes
+//! (loaded on first touch; an empty or expired one answers from memory at
+//! intake, without queueing or storage work), the expiry index, the refund
+//! stream and the day markers. Memory is changed as requests apply; if a
+//! group commit fails, all of it is dropped and reloaded from storage.
+
+mod audit;
+pub mod config;
+mod create;
+pub mod days;
+mod grab;
+pub mod metrics;
+pub mod record;
+mod refunds;
+mod retention;
+pub mod split;
+
+pub use config::EnvelopeConfig;
+pub use metrics::EnvelopeMetrics;
+pub use refunds::merge_refunds;
+
+use crate::metrics::Metrics;
+use crate::shard::txn::Txn;
+use crate::storage::keys::{self, shard_of_slot};
+use crate::storage::{Storage, StorageError};
+use days::Days;
+use hashbrown::HashMap;
+use rand::rngs::SmallRng;
+use record::{EnvelopeRecord, GrabRecord};
+use refunds::StreamEntry;
+use rush_protocol::cmd::{envelope_day, envelope_slot, EnvelopeGrab, RefundCursor};
+use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, SLOTS};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The id sequence's kind byte in `keys::sequence` (envelope range 0x40).
+pub const SEQUENCE_KIND: u8 = 0x40;
+
+/// Envelope state shared by a node's shards: one atomic (no lock).
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// The highest refund stamp any shard has written. Every shard's read
+    /// bound is above it, so a refund is readable from the first read after
+    /// it was written — even while stamps run ahead of the wall clock (after
+    /// it stepped back across a restart; see `refunds`).
+    pub highest_stamp: AtomicU64,
+}
+
+/// One envelope in memory: its books as stored, and who grabbed what.
+struct Live {
+    rec: EnvelopeRecord,
+    /// user → grab. `Box<[u8]>`, not the request's `Bytes`, so a cached user
+    /// doesn't keep a whole receive buffer alive.
+    grabs: HashMap<Box<[u8]>, GrabRecord>,
+    /// Last use (unix ms), for evicting the least recently used.
+    touched: u64,
+}
+
+/// The envelope service of one shard. Lives on the shard thread.
+pub struct Envelopes {
+    shard: usize,
+    shards: usize,
+    cfg: EnvelopeConfig,
+    storage: Arc<Storage>,
+    metrics: Arc<Metrics>,
+    shared: Arc<Shared>,
+    /// Recently used envelopes. hashbrown: the hot path is one lookup by id.
+    cache: HashMap<u64, Live>,
+    /// `(expires_at, id)` of envelopes that may still need a refund. A
+    /// superset: entries leave only when the timer has seen the envelope
+    /// settled, so an entry whose settling write failed is looked at again.
+    expiries: BTreeSet<(u64, u64)>,
+    /// This shard's part of the refund stream (not yet acknowledged).
+    stream: BTreeMap<RefundCursor, StreamEntry>,
+    /// Every future refund stamp is at least this (see `refunds`).
+    stamp_floor: u64,
+    /// The highest floor made durable in the meta column family.
+    floor_promise: u64,
+    days: Days,
+    /// This shard's part of the money-in-flight gauge.
+    in_flight: u64,
+    /// Random shares. Not cryptographic: a share is not a secret, and a
+    /// grabber can't choose their place in the queue.
+    rng: SmallRng,
+    /// Indexes are loaded from storage (lazily: at the first request or
+    /// timer run, and again after a failed commit).
+    loaded: bool,
+    /// Envelope ids that have a queue-depth series right now.
+    hot: Vec<u64>,
+}
+
+pub(crate) fn storage_error(e: impl std::fmt::Display) -> RushError {
+    RushError::unavailable(format!("storage: {e}"))
+}
+
+fn corrupt(e: impl std::fmt::Display) -> RushError {
+    RushError::internal(e.to_string())
+}
+
+impl Envelopes {
+    pub fn new(
+        shard: usize,
+        shards: usize,
+        cfg: EnvelopeConfig,
+        storage: Arc<Storage>,
+        metrics: Arc<Metrics>,
+        shared: Arc<Shared>,
+    ) -> Self {
+        Envelopes {
+            shard,
+            shards,
+            cfg,
+            storage,
+            metrics,
+            shared,
+            cache: HashMap::new(),
+            expiries: BTreeSet::new(),
+            stream: BTreeMap::new(),
+            stamp_floor: 0,
+            floor_promise: 0,
+            days: Days::default(),
+            in_flight: 0,
+            rng: rand::make_rng(),
+            loaded: false,
+            hot: Vec::new(),
+        }
+    }
+
+    fn m(&self) -> &EnvelopeMetrics {
+        &self.metrics.envelopes
+    }
+
+    pub fn apply(
+        &mut self,
+        req: &Request,
+        now: u64,
+        txn: &mut Txn,
+        segments: &mut crate::segments::Segments,
+    ) -> Result<Reply, RushError> {
+        self.ensure_loaded()?;
+        match req {
+            Request::EnvelopeCreate(r) => self.create(r, now, txn, segments),
+            Request::EnvelopeGrab(r) => self.grab(r, now, txn),
+            Request::EnvelopeInfo(r) => self.info(r, now, txn),
+            Request::EnvelopeRefunds(r) => self.read_stream(r, now),
+            Request::EnvelopeRefundsAck(r) => self.ack(r, now, txn),
+            Request::EnvelopeAudit(_) => self.audit(),
+            other => Err(RushError::internal(format!(
+                "{} is not an envelope request",
+                other.opcode().name()
+            ))),
+        }
+    }
+
+    /// Admission control, at intake (before queueing): answer a grab at once
+    /// when memory already knows the answer — a repeat, an empty or an
+    /// expired envelope — and BUSY when `queued` grabs already wait for this
+    /// envelope. `None`: queue it. Never touches storage. What memory holds
+    /// here is committed (groups commit before the next intake), so these
+    /// answers are as durable as the ones they repeat.
+    pub fn admit(
+        &mut self,
+        r: &EnvelopeGrab,
+        queued: usize,
+        now: u64,
+    ) -> Option<Result<Reply, RushError>> {
+        if let Some(live) = self.cache.get(&r.id) {
+            if let Some(answer) = known_outcome(live, &r.user, now, &self.metrics.envelopes) {
+                return Some(answer);
+            }
+        }
+        if queued >= self.cfg.max_queued_grabs {
+            self.m().grab_busy.inc();
+            return Some(Err(RushError::busy(format!(
+                "{queued} grabs are already queued for envelope {}; retry shortly",
+                r.id
+            ))));
+        }
+        None
+    }
+
+    /// Timers: refunds of expired envelopes, then retention, then cache
+    /// eviction. Writes are staged in the shard's timer group.
+    pub fn tick(&mut self, now: u64, txn: &mut Txn) {
+        if let Err(e) = self.ensure_loaded() {
+            tracing::warn!(shard = self.shard, error = %e, "envelope indexes not loaded; retrying next tick");
+            return;
+        }
+        self.refund_due(now, txn);
+        self.retention(now, txn);
+        self.evict();
+    }
+
+    /// A group commit failed: memory may hold writes that never happened.
+    /// Drop it all; the next request or timer reloads from storage.
+    pub fn on_commit_failure(&mut self) {
+        self.cache.clear();
+        self.loaded = false;
+    }
+
+    /// Publish the deepest lanes of hot envelopes (from the shard's lanes)
+    /// and retire the series of envelopes that cooled down.
+    pub fn publish_queue_depths(&mut self, peaks: HashMap<u64, usize>) {
+        let gauge = &self.metrics.envelopes.queue_depth;
+        for id in self.hot.drain(..) {
+            if !peaks.contains_key(&id) {
+                let _ = gauge.remove_label_values(&[&id.to_string()]);
+            }
+        }
+        for (id, depth) in peaks {
+            gauge
+                .with_label_values(&[&id.to_string()])
+                .set(depth as i64);
+            self.hot.push(id);
+        }
+    }
+
+    /// This shard's slots (contiguous).
+    fn slots(&self) -> impl Iterator<Item = u16> + use<> {
+        let (shard, shards) = (self.shard, self.shards);
+        (0..SLOTS).filter(move |&s| shard_of_slot(s, shards) == shard)
+    }
+
+    fn ensure_loaded(&mut self) -> Result<(), RushError> {
+        if self.loaded {
+            return Ok(());
+        }
+        self.reload().map_err(storage_error)?;
+        self.loaded = true;
+        Ok(())
+    }
+
+    /// Visit every key of keyspace `ks` in this shard's slots, in order.
+    /// Empty slots cost nothing: each scan runs on to the shard's end and
+    /// stops at the first key outside the keyspace, whose slot is where the
+    /// next scan starts, so a shard costs one seek per slot that has data.
+    fn scan_keyspace(
+        &self,
+        ks: u8,
+        mut f: impl FnMut(u16, &[u8], &[u8]),
+    ) -> Result<(), StorageError> {
+        let mut slots = self.slots();
+        let Some(first) = slots.next() else {
+            return Ok(());
+        };
+        let last = slots.last().unwrap_or(first);
+        let end = keys::slot_range(last).1;
+        let mut slot = first;
+        loop {
+            let (from, to) = keys::keyspace_range(slot, ks);
+            let mut next = None;
+            self.storage.scan(self.shard, &from, &end, |k, v| {
+                if k < to.as_slice() {
+                    f(slot, k, v);
+                    true
+                } else {
+                    next = keys::slot_of(k);
+                    false
+                }
+            })?;
+            slot = match next {
+                Some(n) if n > slot => n,
+                Some(_) if slot < last => slot + 1,
+                _ => return Ok(()),
+            };
+        }
+    }
+
+    /// Rebuild the indexes from storage: pending expiries (and money in
+    /// flight), the refund stream and its stamp floor, the day markers.
+    /// Touches only open envelopes, unacknowledged refunds and day markers,
+    /// never the envelopes' bulk. A record that doesn't decode is logged and
+    /// skipped (the audit reports it) rather than stopping the service.
+    fn reload(&mut self) -> Result<(), StorageError> {
+        self.cache.clear();
+        let mut expiries = BTreeSet::new();
+        let mut stream = BTreeMap::new();
+        let mut days = Days::default();
+        let mut in_flight = 0u64;
+        let mut floor = 0u64;
+        let mut last_stamp = 0u64;
+        let shard = self.shard;
+        let skip = |what: &str, k: &[u8], e: &dyn std::fmt::Display| {
+            tracing::error!(shard, key = ?k, error = %e, "unreadable envelope {what}; skipped");
+        };
+        self.scan_keyspace(keys::ks::ENVELOPE_PENDING, |_, k, v| {
+            match (keys::envelope::parse_pending(k), record::decode_pending(v)) {
+                (Some(entry), Ok(remaining)) => {
+                    expiries.insert(entry);
+                    in_flight = in_flight.saturating_add(remaining);
+                }
+                (_, Err(e)) => skip("pending entry", k, &e),
+                (None, _) => skip("pending entry", k, &"bad key"),
+            }
+        })?;
+        self.scan_keyspace(keys::ks::ENVELOPE_REFUND, |_, k, v| {
+            match (
+                keys::envelope::parse_refund(k),
+                record::RefundRecord::decode(v),
+            ) {
+                (Some((stamp, id)), Ok(r)) => {
+                    last_stamp = last_stamp.max(stamp);
+                    stream.insert(
+                        RefundCursor { stamp, id },
+                        StreamEntry {
+                            amount: r.amount,
+                            refunded_at: r.refunded_at,
+                            sender: r.sender,
+                        },
+                    );
+                }
+                (_, Err(e)) => skip("refund", k, &e),
+                (None, _) => skip("refund", k, &"bad key"),
+            }
+        })?;
+        self.scan_keyspace(keys::ks::ENVELOPE_DAY, |slot, k, v| {
+            match (keys::envelope::parse_day_marker(k), record::decode_day(v)) {
+                (Some(day), Ok(first)) => days.insert(slot, day, first),
+                (_, Err(e)) => skip("day marker", k, &e),
+                (None, _) => skip("day marker", k, &"bad key"),
+            }
+        })?;
+        self.expiries = expiries;
+        self.stream = stream;
+        self.days = days;
+        // Floors promised by any shard (of any past shard count).
+        for i in 0..crate::config::MAX_SHARDS {
+            if let Some(raw) = self
+                .storage
+                .meta_get(&keys::meta::envelope_refund_floor(i))?
+            {
+                if let Ok(b) = <[u8; 8]>::try_from(raw.as_slice()) {
+                    floor = floor.max(u64::from_be_bytes(b));
+                }
+            }
+        }
+        self.stamp_floor = self.stamp_floor.max(floor).max(last_stamp);
+        self.shared
+            .highest_stamp
+            .fetch_max(last_stamp, Ordering::SeqCst);
+        self.floor_promise = self.floor_promise.max(floor);
+        let gauge = &self.metrics.envelopes.in_flight_cents;
+        gauge.sub(self.in_flight as i64);
+        gauge.add(in_flight as i64);
+        self.in_flight = in_flight;
+        tracing::debug!(
+            shard = self.shard,
+            open = self.expiries.len(),
+            refunds = self.stream.len(),
+            days = self.days.len(),
+            "envelope indexes loaded"
+        );
+        Ok(())
+    }
+
+    /// Make sure the envelope is in memory, loading its books and grabs on
+    /// first touch. False: no such envelope (never created, removed by
+    /// retention, or an id that is not a valid envelope id of this shard).
+    /// Callers then use `self.cache` directly, so the borrow of the entry
+    /// stays apart from the other fields (metrics, rng).
+    fn ensure_cached(&mut self, id: u64, txn: &Txn) -> Result<bool, RushError> {
+        if self.cache.contains_key(&id) {
+            return Ok(true);
+        }
+        let slot = envelope_slot(id);
+        let day = envelope_day(id);
+        if !(1..=31).contains(&day) || shard_of_slot(slot, self.shards) != self.shard {
+            return Ok(false);
+        }
+        // Through the txn: an envelope created earlier in this group is in
+        // the cache already, so a miss here is committed state, and its
+        // grabs can be read straight from storage.
+        let Some(raw) = txn
+            .get(&keys::envelope::record(slot, day, id))
+            .map_err(storage_error)?
+        else {
+            return Ok(false);
+        };
+        let rec = EnvelopeRecord::decode(&raw).map_err(corrupt)?;
+        let mut grabs = HashMap::with_capacity(rec.grabbed() as usize);
+        let from = keys::envelope::grab(slot, day, id, b"");
+        let (_, to) = keys::envelope::envelope_range(slot, day, id);
+        let mut bad = None;
+        self.storage
+            .scan(self.shard, &from, &to, |k, v| {
+                match GrabRecord::decode(v) {
+                    Ok(g) => {
+                        let user = &k[keys::envelope::GRAB_USER_OFFSET..];
+                        grabs.insert(user.into(), g);
+                    }
+                    Err(e) => bad = Some(e),
+                }
+                bad.is_none()
+            })
+            .map_err(storage_error)?;
+        if let Some(e) = bad {
+            return Err(corrupt(e));
+        }
+        self.cache.insert(
+            id,
+            Live {
+                rec,
+                grabs,
+                touched: 0,
+            },
+        );
+        Ok(true)
+    }
+
+    fn money_in(&mut self, cents: u64) {
+        self.in_flight = self.in_flight.saturating_add(cents);
+        self.metrics.envelopes.in_flight_cents.add(cents as i64);
+    }
+
+    fn money_out(&mut self, cents: u64) {
+        self.in_flight = self.in_flight.saturating_sub(cents);
+        self.metrics.envelopes.in_flight_cents.sub(cents as i64);
+    }
+}
+
+/// The answer to a grab that needs no write: a repeat, EMPTY, EXPIRED.
+fn known_outcome(
+    live: &Live,
+    user: &[u8],
+    now: u64,
+    m: &EnvelopeMetrics,
+) -> Option<Result<Reply, RushError>> {
+    if let Some(g) = live.grabs.get(user) {
+        m.grab_dup.inc();
+        return Some(Ok(Reply::EnvelopeGrab(
+            rush_protocol::cmd::EnvelopeGrabReply {
+                amount_cents: g.amount,
+                repeated: true,
+            },
+        )));
+    }
+    if live.rec.remaining_count == 0 {
+        m.grab_empty.inc();
+        return Some(Err(RushError::new(
+            ErrorCode::Empty,
+            "every share of this envelope has been grabbed",
+        )));
+    }
+    if live.rec.refund_stamp != 0 || now >= live.rec.expires_at {
+        m.grab_expired.inc();
+        return Some(Err(RushError::new(
+            ErrorCode::Expired,
+            "this envelope has expired",
+        )));
+    }
+    None
+}
+
+/// Merge the per-shard answers of ENVELOPE_REFUNDS_ACK and ENVELOPE_AUDIT.
+pub fn combine(opcode: Opcode, replies: Vec<Reply>) -> Result<Reply, RushError> {
+    let bad = || RushError::internal(format!("unexpected shard answer to {}", opcode.name()));
+    match opcode {
+        Opcode::EnvelopeRefundsAck => {
+            let mut n = 0u64;
+            for r in replies {
+                match r {
+                    Reply::EnvelopeRefundsAck(k) => n += k,
+                    _ => return Err(bad()),
+                }
+            }
+            Ok(Reply::EnvelopeRefundsAck(n))
+        }
+        Opcode::EnvelopeAudit => {
+            let mut all = rush_protocol::cmd::EnvelopeAuditReply::default();
+            for r in replies {
+                let Reply::EnvelopeAudit(a) = r else {
+                    return Err(bad());
+                };
+                all.envelopes += a.envelopes;
+                all.grabs += a.grabs;
+                all.open += a.open;
+                all.in_flight_cents += a.in_flight_cents;
+                all.refunded += a.refunded;
+                all.problem_count += a.problem_count;
+                let room = rush_protocol::limits::MAX_AUDIT_PROBLEMS - all.problems.len();
+                all.problems.extend(a.problems.into_iter().take(room));
+            }
+            Ok(Reply::EnvelopeAudit(all))
+        }
+        _ => Err(bad()),
+    }
+}

@@ -48,6 +48,7 @@ pub struct Config {
     pub node: NodeConfig,
     pub server: ServerConfig,
     pub storage: StorageConfig,
+    pub links: crate::links::LinksConfig,
     pub debug: DebugConfig,
 }
 
@@ -239,6 +240,7 @@ impl Config {
         if self.storage.data_dir.as_os_str().is_empty() {
             return bad("storage.data_dir must not be empty".into());
         }
+        self.links.validate()?;
         Ok(())
     }
 }

@@ -6,6 +6,7 @@ pub mod clock;
 pub mod config;
 pub mod http;
 pub mod kv;
+pub mod links;
 pub mod metrics;
 pub mod segments;
 pub mod server;

@@ -33,9 +33,11 @@ pub struct Metrics {
     pub storage_write_errors: IntGauge,
     pub storage_reads: IntGauge,
     pub auth_failures: IntCounter,
+    /// Short links: codes issued, segments, resolves, redirects, slides.
+    pub links: crate::links::LinkMetrics,
 }
 
-fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: T) -> T {
+pub(crate) fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: T) -> T {
     r.register(Box::new(c.clone()))
         .expect("metric names are unique");
     c
@@ -165,6 +167,7 @@ impl Metrics {
                 )
                 .expect("valid"),
             ),
+            links: crate::links::LinkMetrics::new(&r),
             registry: r,
         }
     }

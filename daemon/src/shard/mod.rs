@@ -12,6 +12,7 @@ pub mod txn;
 use crate::clock::Clock;
 use crate::config::{Config, Durability};
 use crate::kv::Kv;
+use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
 use crate::storage::Storage;
@@ -109,6 +110,7 @@ pub struct Shard {
     rx: Receiver<ShardMsg>,
     ctx: ShardContext,
     kv: Kv,
+    links: Links,
     /// ID segments of this shard's slots (short codes, envelope ids).
     segments: Segments,
 }
@@ -119,12 +121,14 @@ pub fn spawn(
     ctx: ShardContext,
 ) -> std::io::Result<(ShardHandle, std::thread::JoinHandle<()>)> {
     let (tx, rx) = crossbeam_channel::bounded(ctx.config.storage.queue_depth);
+    let links = Links::new(&ctx).map_err(std::io::Error::other)?;
     let shard = Shard {
         id,
         rx,
         kv: Kv {
             durable: ctx.config.storage.kv_durability == Durability::Sync,
         },
+        links,
         segments: Segments::default(),
         ctx,
     };
@@ -179,6 +183,8 @@ impl Shard {
         if !jobs.is_empty() {
             self.execute(&mut jobs);
         }
+        // Timers run once more so buffered state (link visit counts) is written.
+        self.tick();
         tracing::debug!(shard = self.id, "shard stopped");
     }
 
@@ -223,6 +229,7 @@ impl Shard {
     fn apply(&mut self, req: &Request, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
         match req.opcode().service() {
             Service::Kv => self.kv.apply(req, now, txn),
+            Service::Links => self.links.apply(req, now, txn, &mut self.segments),
             _ => Err(RushError::internal(format!(
                 "{} reached a shard but is not a shard request",
                 req.opcode().name()
@@ -254,10 +261,11 @@ impl Shard {
     /// in one group that commits like requests do.
     fn tick(&mut self) {
         let storage = self.ctx.storage.clone();
-        let _now = self.ctx.clock.now_ms();
-        let txn = Txn::new(&storage, self.id);
+        let now = self.ctx.clock.now_ms();
+        let mut txn = Txn::new(&storage, self.id);
         // Services' timers run here, each finishing its writes with
         // `txn.finish_request(ok)`.
+        self.links.tick(now, &mut txn);
         if let Err(e) = self.commit(txn) {
             tracing::warn!(shard = self.id, error = %e, "timer writes failed; they run again next tick");
         }
@@ -266,5 +274,6 @@ impl Shard {
     /// A commit failed: forget in-memory state that may reflect it.
     fn on_commit_failure(&mut self) {
         self.segments.clear();
+        self.links.on_commit_failure();
     }
 }

@@ -18,6 +18,16 @@ pub mod kind {
     pub const HASH: u8 = 2;
     /// An ID sequence's high-water mark (`u64`).
     pub const SEQUENCE: u8 = 3;
+
+    // Short links (see `links::record`).
+    /// A link record; the header's expiry is the link's.
+    pub const LINK: u8 = 0x10;
+    /// A reuse index entry (the code); expires with its link.
+    pub const LINK_REUSE: u8 = 0x11;
+    /// A generated-code index reserved by an alias (the alias); no expiry.
+    pub const LINK_RESERVED: u8 = 0x12;
+    /// A link's visit statistics; expires with its link.
+    pub const LINK_STATS: u8 = 0x13;
 }
 
 #[derive(Debug, thiserror::Error)]

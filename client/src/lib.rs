@@ -18,6 +18,7 @@ mod batch;
 mod connection;
 mod duration;
 mod error;
+mod links;
 
 pub use batch::BatchBuilder;
 pub use connection::Connection;

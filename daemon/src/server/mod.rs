@@ -117,6 +117,9 @@ impl Running {
         node.storage.flush().context("flushing storage")?;
         if let Some(http) = self.http {
             http.abort();
+            // Wait until the task is gone: it holds the node (and so the
+            // storage, whose lock a restart in the same process needs).
+            let _ = http.await;
         }
         tracing::info!("stopped");
         Ok(())

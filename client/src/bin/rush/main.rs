@@ -1,6 +1,8 @@
 //! `rush`: the command-line client. Exit code 0 on success, 1 on error (and,
 //! for commands that can be denied, 2 when denied).
 
+mod links;
+
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use rush_client::protocol::cmd::{SetCond, TtlReply};
@@ -100,6 +102,8 @@ enum Cmd {
     Cluster(ClusterCmd),
     /// Compact storage now (admin).
     Compact,
+    #[command(flatten)]
+    Links(links::LinksCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -215,6 +219,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             c.compact().await?;
             println!("OK");
         }
+        Cmd::Links(cmd) => return links::run(&c, cmd).await,
     }
     Ok(ExitCode::SUCCESS)
 }

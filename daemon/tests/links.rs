@@ -417,3 +417,320 @@ async fn wrapped_five_char_slot_recycles_only_dead_codes() {
     assert_eq!(m.issued_recycled.get(), (deleted.len() + expiring.len()) as u64);
     node.stop().await;
 }
+
+#[tokio::test]
+async fn sliding_expiry_keeps_visited_links_alive() {
+    let node = TestNode::start().await;
+    let c = &node.client;
+    let ttl = LinkShorten {
+        ttl_ms: Some(10 * DAY.as_millis() as u64),
+        ..LinkShorten::default()
+    };
+    let visited = c
+        .shorten_with(LinkShorten { url: "https://example.com/visited".into(), ..ttl.clone() })
+        .await
+        .unwrap()
+        .code;
+    let idle = c
+        .shorten_with(LinkShorten { url: "https://example.com/idle".into(), ..ttl.clone() })
+        .await
+        .unwrap()
+        .code;
+    let m = &node.running().metrics().links;
+    let storage = node.running().storage().clone();
+    let syncs = || storage.stats.syncs.load(std::sync::atomic::Ordering::Relaxed);
+
+    // A hot link: a hundred visits cost no synced write and, this early in
+    // its life, no rewrite at all.
+    let (slides0, syncs0) = (m.slides.get(), syncs());
+    for _ in 0..100 {
+        c.resolve(visited.clone()).await.unwrap();
+    }
+    assert_eq!(m.slides.get(), slides0);
+    assert_eq!(syncs(), syncs0, "visits are never synced");
+
+    // 35 days, three visits a day: at most one rewrite a day, and the
+    // visited link outlives its 10-day TTL while the idle one expires.
+    for day in 1..=35u32 {
+        c.clock_advance(DAY).await.unwrap();
+        let before = m.slides.get();
+        for _ in 0..3 {
+            let asked = node.clock.now_ms();
+            let r = c.resolve(visited.clone()).await.unwrap();
+            assert!(r.expires_at >= asked + 9 * DAY.as_millis() as u64);
+        }
+        assert!(m.slides.get() - before <= 1, "day {day}: one rewrite at most");
+        match day {
+            9 => assert!(c.link_info(idle.clone()).await.is_ok(), "alive before its TTL"),
+            11 => {
+                let e = c.link_info(idle.clone()).await.unwrap_err();
+                assert_eq!(e.code(), Some(ErrorCode::NotFound));
+                let e = c.resolve(idle.clone()).await.unwrap_err();
+                assert_eq!(e.code(), Some(ErrorCode::NotFound));
+            }
+            _ => {}
+        }
+    }
+    // A rewrite needs strictly more than an interval since the last one, so
+    // with visits exactly a day apart (to the millisecond) some days skip.
+    let rewrites = m.slides.get() - slides0;
+    assert!((17..=35).contains(&rewrites), "{rewrites} rewrites in 35 days");
+
+    let info = c.link_info(visited.clone()).await.unwrap();
+    assert_eq!(info.visits, 100 + 35 * 3);
+    let today = (node.clock.now_ms() / 86_400_000) as u32;
+    assert_eq!(info.daily.len(), 30, "the last 30 days");
+    assert_eq!(info.daily.first(), Some(&(today - 29, 3)));
+    assert_eq!(info.daily.last(), Some(&(today, 3)));
+
+    // The expired link lingers on disk until compaction drops it.
+    assert_eq!(stored_link_entries(&node, &idle), 1);
+    c.compact().await.unwrap();
+    assert_eq!(stored_link_entries(&node, &idle), 0, "compaction removed the expired link");
+    assert_eq!(stored_link_entries(&node, &visited), 1);
+    assert_eq!(c.resolve(visited).await.unwrap().target, "https://example.com/visited");
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn reuse_returns_the_live_link_of_the_same_url_and_account() {
+    let node = TestNode::start().await;
+    let c = &node.client;
+    let reuse = |account: &str, url: &str| LinkShorten {
+        account: Bytes::from(account.to_string()),
+        reuse: true,
+        ..LinkShorten::new(url)
+    };
+    let u = "https://example.com/reused";
+    let a = c.shorten_with(reuse("acme", u)).await.unwrap();
+    assert!(!a.reused);
+    let b = c.shorten_with(reuse("acme", u)).await.unwrap();
+    assert!(b.reused);
+    assert_eq!(b.code, a.code);
+    assert_ne!(c.shorten_with(reuse("other", u)).await.unwrap().code, a.code);
+    // Without the flag a new code is issued; reuse still finds the first.
+    let plain = c.shorten_with(LinkShorten { account: Bytes::from("acme"), ..LinkShorten::new(u) }).await.unwrap();
+    assert_ne!(plain.code, a.code);
+    assert_eq!(c.shorten_with(reuse("acme", u)).await.unwrap().code, a.code);
+
+    // An updated target no longer matches: a new link.
+    c.link_update(LinkUpdate { url: Some("https://example.com/moved".into()), ..LinkUpdate::new(a.code.clone()) })
+        .await
+        .unwrap();
+    let d = c.shorten_with(reuse("acme", u)).await.unwrap();
+    assert!(!d.reused);
+    assert_ne!(d.code, a.code);
+    // A deleted link is not reused.
+    assert!(c.link_delete(d.code.clone()).await.unwrap());
+    let e = c.shorten_with(reuse("acme", u)).await.unwrap();
+    assert!(!e.reused);
+    assert_ne!(e.code, d.code);
+    // An expired one neither; a visited one slides and stays reusable.
+    let short = |url: &str| LinkShorten { ttl_ms: Some(2 * HOUR_MS), ..reuse("acme", url) };
+    let f = c.shorten_with(short("https://example.com/f")).await.unwrap();
+    let g = c.shorten_with(short("https://example.com/g")).await.unwrap();
+    c.clock_advance(Duration::from_millis(HOUR_MS + 60_000)).await.unwrap();
+    c.resolve(g.code.clone()).await.unwrap();
+    c.clock_advance(Duration::from_millis(HOUR_MS)).await.unwrap();
+    let f2 = c.shorten_with(short("https://example.com/f")).await.unwrap();
+    assert!(!f2.reused);
+    assert_ne!(f2.code, f.code);
+    let g2 = c.shorten_with(short("https://example.com/g")).await.unwrap();
+    assert!(g2.reused, "the visit slid the link and its reuse entry");
+    assert_eq!(g2.code, g.code);
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn prefetch_means_no_waits_in_steady_state() {
+    let node = TestNode::start_with(|c| c.links.segment_step_5 = 100).await;
+    let c = &node.client;
+    let m = &node.running().metrics().links;
+    let slot = 99;
+    // The first code of a slot after a start has nothing prefetched.
+    c.shorten_batch_in(slot, "", vec![five("https://example.com/first")]).await.unwrap();
+    assert_eq!(m.segment_waits.get(), 1);
+    // Then 5,000 codes cross 50 segment boundaries without waiting once.
+    let reserved = m.segments_reserved.get();
+    for b in 0..10 {
+        let items = (0..500).map(|i| five(&format!("https://example.com/{b}/{i}"))).collect();
+        c.shorten_batch_in(slot, "", items).await.unwrap();
+        for i in 0..5 {
+            let single = LinkShorten { length: 5, ..LinkShorten::new(url_in_slot(slot, "", &format!("{b}-{i}"))) };
+            c.shorten_with(single).await.unwrap();
+        }
+    }
+    assert!(m.segments_reserved.get() - reserved >= 50, "{}", m.segments_reserved.get());
+    assert_eq!(m.segment_waits.get(), 1, "no request waited on a reservation");
+    let (status, text) = common::http_get(node.running().http_addr().unwrap(), "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(text.contains("rush_links_segment_waits_total 1\n"), "{text}");
+    assert!(text.contains("rush_links_codes_issued_total{source=\"new\"} 5051\n"));
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn sigkill_never_makes_a_code_come_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let slot = 555;
+    async fn issue(c: &Client, slot: u16, round: &str) -> Vec<String> {
+        let mut codes = Vec::new();
+        // A dense 5-character slot: a changed scrambler key or a reused
+        // segment would repeat codes here almost surely.
+        for b in 0..3 {
+            let items = (0..1000).map(|i| five(&format!("https://example.com/{round}/{b}/{i}"))).collect();
+            codes.extend(c.shorten_batch_in(slot, "", items).await.unwrap().links.into_iter().map(|l| l.code));
+        }
+        // Default-length codes over many slots, and single shortens.
+        for b in 0..20 {
+            let items = (0..100).map(|i| BatchShortenItem::new(format!("https://example.com/{round}/m{b}/{i}"))).collect();
+            codes.extend(c.shorten_batch("", items).await.unwrap().links.into_iter().map(|l| l.code));
+        }
+        for i in 0..200 {
+            codes.push(c.shorten(format!("https://example.com/{round}/s/{i}")).await.unwrap().code);
+        }
+        codes
+    }
+    let mut d = Spawned::start(dir.path(), &[]);
+    let c = common::connect(d.addr).await;
+    let before = issue(&c, slot, "before").await;
+    d.kill9();
+    drop(c);
+    let d2 = Spawned::start(dir.path(), &[]);
+    let c = common::connect(d2.addr).await;
+    // Every acknowledged link survived.
+    for code in &before {
+        c.resolve(code.clone()).await.unwrap();
+    }
+    let after = issue(&c, slot, "after").await;
+    let before: HashSet<String> = before.into_iter().collect();
+    let after: HashSet<String> = after.into_iter().collect();
+    assert_eq!(before.len(), 5200);
+    assert_eq!(after.len(), 5200);
+    let again: Vec<_> = before.intersection(&after).collect();
+    assert!(again.is_empty(), "codes issued before the crash came back: {again:?}");
+}
+
+/// One GET with a real HTTP/1.1 client (hyper): status, headers, body.
+async fn http(
+    addr: std::net::SocketAddr,
+    path: &str,
+    user_agent: Option<&str>,
+) -> (u16, hyper::HeaderMap, Vec<u8>) {
+    use http_body_util::{BodyExt, Empty};
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut req = hyper::Request::get(path).header(hyper::header::HOST, addr.to_string());
+    if let Some(ua) = user_agent {
+        req = req.header(hyper::header::USER_AGENT, ua);
+    }
+    let resp = sender.send_request(req.body(Empty::<Bytes>::new()).unwrap()).await.unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp.into_body().collect().await.unwrap().to_bytes().to_vec();
+    (status, headers, body)
+}
+
+const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148";
+const ANDROID: &str = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 Chrome/124.0 Mobile Safari/537.36";
+const DESKTOP: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0";
+
+#[tokio::test]
+async fn http_redirects_deep_links_and_qr_codes() {
+    let node = TestNode::start_with(|c| {
+        c.links.redirect_listen = "127.0.0.1:0".into();
+        c.links.base_url = "https://s.example/".into();
+        c.links.app_schemes = vec!["myapp".into()];
+    })
+    .await;
+    let c = &node.client;
+    let addr = node.running().redirect_addr().expect("redirect listener on");
+    let plain = c.shorten("https://example.com/landing?x=1").await.unwrap();
+    assert_eq!(plain.short_url, format!("https://s.example/{}", plain.code));
+    let permanent = c
+        .shorten_with(LinkShorten { permanent: true, ..LinkShorten::new("https://example.com/forever") })
+        .await
+        .unwrap()
+        .code;
+    let app = c
+        .shorten_with(LinkShorten {
+            ios: Some("myapp://item/7?ref=\"q\"".into()),
+            android: Some("https://app.example.com/item/7".into()),
+            ..LinkShorten::new("https://example.com/item/7")
+        })
+        .await
+        .unwrap()
+        .code;
+
+    let location = |h: &hyper::HeaderMap| h.get(hyper::header::LOCATION).unwrap().to_str().unwrap().to_string();
+    let (status, h, _) = http(addr, &format!("/{}", plain.code), Some(DESKTOP)).await;
+    assert_eq!(status, 302);
+    assert_eq!(location(&h), "https://example.com/landing?x=1");
+    assert_eq!(h.get(hyper::header::CACHE_CONTROL).unwrap(), "private, no-store");
+    let (status, h, _) = http(addr, &format!("/{permanent}"), None).await;
+    assert_eq!(status, 301);
+    assert_eq!(location(&h), "https://example.com/forever");
+
+    // Unknown, malformed, deleted: the 404 page.
+    for path in ["/Zz9Zz9Z", "/no-such-alias", "/bad.code", "/", "/a/b/c"] {
+        let (status, h, body) = http(addr, path, None).await;
+        assert_eq!(status, 404, "{path}");
+        assert!(h.get(hyper::header::CONTENT_TYPE).unwrap().to_str().unwrap().starts_with("text/html"));
+        assert!(String::from_utf8_lossy(&body).contains("Link not found"), "{path}");
+    }
+
+    // Deep links: a custom scheme gets a page that opens the app (and falls
+    // back to the target); an https app link is a plain redirect.
+    let (status, _, body) = http(addr, &format!("/{app}"), Some(IPHONE)).await;
+    assert_eq!(status, 200);
+    let page = String::from_utf8(body).unwrap();
+    assert!(page.contains("myapp://item/7?ref=\\u0022q\\u0022"), "{page}");
+    assert!(page.contains("href=\"myapp://item/7?ref=&quot;q&quot;\""), "{page}");
+    assert!(page.contains("https://example.com/item/7"), "fallback to the web target");
+    let (status, h, _) = http(addr, &format!("/{app}"), Some(ANDROID)).await;
+    assert_eq!(status, 302);
+    assert_eq!(location(&h), "https://app.example.com/item/7");
+    let (status, h, _) = http(addr, &format!("/{app}"), Some(DESKTOP)).await;
+    assert_eq!(status, 302);
+    assert_eq!(location(&h), "https://example.com/item/7");
+    // A link without app URLs sends phones to the target.
+    let (status, h, _) = http(addr, &format!("/{}", plain.code), Some(IPHONE)).await;
+    assert_eq!((status, location(&h)), (302, "https://example.com/landing?x=1".to_string()));
+
+    // QR codes: a PNG that decodes back to the short URL, or an SVG.
+    let (status, h, png) = http(addr, &format!("/{}/qr", plain.code), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(h.get(hyper::header::CONTENT_TYPE).unwrap(), "image/png");
+    let img = image::load_from_memory(&png).unwrap().to_luma8();
+    let mut prepared = rqrr::PreparedImage::prepare(img);
+    let grids = prepared.detect_grids();
+    assert_eq!(grids.len(), 1);
+    let (_, text) = grids[0].decode().unwrap();
+    assert_eq!(text, plain.short_url);
+    let (status, h, svg) = http(addr, &format!("/{}/qr?format=svg", plain.code), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(h.get(hyper::header::CONTENT_TYPE).unwrap(), "image/svg+xml");
+    assert!(String::from_utf8_lossy(&svg).contains("<svg"));
+    assert_eq!(http(addr, &format!("/{}/qr?format=gif", plain.code), None).await.0, 400);
+    assert_eq!(http(addr, "/Zz9Zz9Z/qr", None).await.0, 404);
+
+    // Redirects count visits (QR codes don't); deleted links are gone.
+    assert_eq!(c.link_info(plain.code.clone()).await.unwrap().visits, 2);
+    assert!(c.link_delete(plain.code.clone()).await.unwrap());
+    assert_eq!(http(addr, &format!("/{}", plain.code), None).await.0, 404);
+
+    let (_, text) = common::http_get(node.running().http_addr().unwrap(), "/metrics").await;
+    for line in [
+        "rush_links_redirects_total{status=\"302\"} 4",
+        "rush_links_redirects_total{status=\"301\"} 1",
+        "rush_links_redirects_total{status=\"200\"} 1",
+        "rush_links_redirects_total{status=\"404\"} 6",
+        "rush_links_resolves_total{result=\"miss\"} 3",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+    node.stop().await;
+}

@@ -36,7 +36,7 @@ pub fn format_duration(d: Duration) -> String {
         ("m", 60_000),
         ("s", 1_000),
     ] {
-        if ms >= size && ms % size == 0 {
+        if ms >= size && ms.is_multiple_of(size) {
             return format!("{}{unit}", ms / size);
         }
     }

@@ -65,11 +65,21 @@ async fn a_million_codes_are_distinct_and_all_resolve() {
         slots.insert(slot);
         per_shard[shard_of_slot(slot, 2)] += 1;
     }
-    assert!(per_shard.iter().all(|&n| n > CODES / 4), "both shards issued: {per_shard:?}");
-    assert!(slots.len() > 900, "batches spread over {} slots", slots.len());
+    assert!(
+        per_shard.iter().all(|&n| n > CODES / 4),
+        "both shards issued: {per_shard:?}"
+    );
+    assert!(
+        slots.len() > 900,
+        "batches spread over {} slots",
+        slots.len()
+    );
     let m = &node.running().metrics().links;
     assert_eq!(m.issued_new.get(), CODES as u64);
-    assert!(m.segment_waits.get() <= slots.len() as u64, "only each slot's first code waited");
+    assert!(
+        m.segment_waits.get() <= slots.len() as u64,
+        "only each slot's first code waited"
+    );
 
     // Resolve every one of them, pipelined.
     let resolving = Instant::now();

@@ -13,10 +13,10 @@ pub mod frame;
 pub mod limits;
 pub mod slot;
 
+pub use cmd::links::code::{link_slot, Code};
 pub use codec::{DecodeError, Reader, Wire, WriteExt};
 pub use error::{ErrorCode, ErrorDetail, RushError};
 pub use frame::{Frame, FrameError, Header};
-pub use cmd::links::code::{link_slot, Code};
 pub use slot::{key_slot, parts_slot, SLOTS};
 
 use bytes::{Bytes, BytesMut};

@@ -115,8 +115,7 @@ impl LinksConfig {
         }
         for s in &self.app_schemes {
             let valid = s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-                && s
-                    .chars()
+                && s.chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
             if !valid {
                 return bad(format!("links.app_schemes: {s:?} is not a URL scheme"));

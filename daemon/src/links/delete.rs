@@ -10,7 +10,12 @@ use rush_protocol::cmd::LinkDelete;
 use rush_protocol::{link_slot, Reply, RushError};
 
 impl Links {
-    pub(super) fn delete(&mut self, r: &LinkDelete, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+    pub(super) fn delete(
+        &mut self,
+        r: &LinkDelete,
+        now: u64,
+        txn: &mut Txn,
+    ) -> Result<Reply, RushError> {
         let code = r.code.as_bytes();
         let slot = link_slot(code);
         let Some(link) = self.load(slot, code, now, txn)? else {

@@ -21,7 +21,7 @@
 use super::metrics::LinkMetrics;
 use super::scramble::Scrambler;
 use crate::kv::storage_error;
-use crate::segments::{SeqSpec, Segments};
+use crate::segments::{Segments, SeqSpec};
 use crate::shard::txn::Txn;
 use crate::storage::value::{self, kind};
 use crate::storage::{keys, StorageError};
@@ -158,8 +158,8 @@ impl Issuer {
             if examined >= budget || now < rc.idle_until {
                 break;
             }
-            examined += refill(rc, slot, len, n, now, txn, budget - examined)
-                .map_err(storage_error)?;
+            examined +=
+                refill(rc, slot, len, n, now, txn, budget - examined).map_err(storage_error)?;
             if rc.free.is_empty() {
                 rc.idle_until = now.saturating_add(RESCAN_AFTER_MS);
                 break;
@@ -194,7 +194,13 @@ impl Issuer {
     }
 
     /// The alias holding an index is gone.
-    pub fn release(&mut self, slot: u16, len: u8, index: u64, txn: &mut Txn) -> Result<(), RushError> {
+    pub fn release(
+        &mut self,
+        slot: u16,
+        len: u8,
+        index: u64,
+        txn: &mut Txn,
+    ) -> Result<(), RushError> {
         let sc = load(&mut self.slots, slot, txn).map_err(storage_error)?;
         sc.reserved.remove(&(len, index));
         txn.delete(keys::link_reserved(slot, len, index));

@@ -145,7 +145,13 @@ impl Links {
     }
 
     /// The live link under `code`, if any.
-    fn load(&self, slot: u16, code: &[u8], now: u64, txn: &Txn) -> Result<Option<Loaded>, RushError> {
+    fn load(
+        &self,
+        slot: u16,
+        code: &[u8],
+        now: u64,
+        txn: &Txn,
+    ) -> Result<Option<Loaded>, RushError> {
         let Some(raw) = txn.get(&keys::link(slot, code)).map_err(storage_error)? else {
             return Ok(None);
         };
@@ -154,7 +160,10 @@ impl Links {
             return Ok(None);
         }
         if stored.kind != kind::LINK {
-            return Err(RushError::internal(format!("link value of kind {}", stored.kind)));
+            return Err(RushError::internal(format!(
+                "link value of kind {}",
+                stored.kind
+            )));
         }
         let record = LinkRecord::decode(stored.payload).map_err(corrupt)?;
         let expires_at = stored.expires_at;
@@ -166,7 +175,14 @@ impl Links {
     }
 
     /// Write a new link under a freshly issued (or recycled) code, durably.
-    fn store_new(&mut self, slot: u16, issued: &Issued, record: &LinkRecord, expires_at: u64, txn: &mut Txn) {
+    fn store_new(
+        &mut self,
+        slot: u16,
+        issued: &Issued,
+        record: &LinkRecord,
+        expires_at: u64,
+        txn: &mut Txn,
+    ) {
         let code = issued.code.as_bytes();
         if issued.recycled {
             // The code's previous link may have left statistics and counters.
@@ -184,12 +200,7 @@ impl Links {
     }
 
     /// The reuse index entry of (account, target) in `slot`, if it names `code`.
-    fn reuse_entry_points_to(
-        &self,
-        key: &[u8],
-        code: &[u8],
-        txn: &Txn,
-    ) -> Result<bool, RushError> {
+    fn reuse_entry_points_to(&self, key: &[u8], code: &[u8], txn: &Txn) -> Result<bool, RushError> {
         Ok(txn
             .get(key)
             .map_err(storage_error)?

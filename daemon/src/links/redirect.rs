@@ -24,7 +24,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
 /// Serve until `shutdown` turns true, then finish requests in flight.
-pub async fn serve(listener: TcpListener, node: Arc<NodeShared>, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    node: Arc<NodeShared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let app = Router::new()
         .route("/{code}", get(redirect))
         .route("/{code}/qr", get(qr))
@@ -33,7 +37,10 @@ pub async fn serve(listener: TcpListener, node: Arc<NodeShared>, mut shutdown: w
     let stop = async move {
         let _ = shutdown.wait_for(|stop| *stop).await;
     };
-    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
         tracing::error!(error = %e, "redirect listener failed");
     }
 }
@@ -122,7 +129,10 @@ fn redirect_to(url: &str, status: StatusCode) -> Response {
     h.insert(header::LOCATION, location(url));
     if status == StatusCode::FOUND {
         // Every visit should reach us (and be counted).
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("private, no-store"),
+        );
     }
     r
 }
@@ -162,8 +172,14 @@ fn page(status: StatusCode, body: String) -> Response {
     (
         status,
         [
-            (header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8")),
-            (header::CACHE_CONTROL, HeaderValue::from_static("private, no-store")),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
+            (
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("private, no-store"),
+            ),
         ],
         body,
     )
@@ -196,7 +212,10 @@ fn from_error(e: &RushError) -> Response {
     match e.code {
         ErrorCode::NotFound => not_found(),
         ErrorCode::Busy | ErrorCode::Unavailable => {
-            let mut r = error_page(StatusCode::SERVICE_UNAVAILABLE, "Busy; try again in a moment.");
+            let mut r = error_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Busy; try again in a moment.",
+            );
             r.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             r
@@ -244,7 +263,10 @@ async fn qr(
             StatusCode::OK,
             [
                 (header::CONTENT_TYPE, HeaderValue::from_static(ctype)),
-                (header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300")),
+                (
+                    header::CACHE_CONTROL,
+                    HeaderValue::from_static("public, max-age=300"),
+                ),
             ],
             body,
         )
@@ -298,9 +320,15 @@ mod tests {
 
     #[test]
     fn escapes() {
-        assert_eq!(js_string("a\"</script>"), "\"a\\u0022\\u003c/script\\u003e\"");
+        assert_eq!(
+            js_string("a\"</script>"),
+            "\"a\\u0022\\u003c/script\\u003e\""
+        );
         assert_eq!(html_escape("a\"<b>&"), "a&quot;&lt;b&gt;&amp;");
-        assert_eq!(location("https://e.com/ä").to_str().unwrap(), "https://e.com/%C3%A4");
+        assert_eq!(
+            location("https://e.com/ä").to_str().unwrap(),
+            "https://e.com/%C3%A4"
+        );
     }
 
     #[test]
@@ -310,8 +338,14 @@ mod tests {
             h.insert(header::USER_AGENT, HeaderValue::from_static(s));
             platform(&h)
         };
-        assert_eq!(ua("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X)"), Platform::Ios);
-        assert_eq!(ua("Mozilla/5.0 (Linux; Android 14; Pixel 8)"), Platform::Android);
+        assert_eq!(
+            ua("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X)"),
+            Platform::Ios
+        );
+        assert_eq!(
+            ua("Mozilla/5.0 (Linux; Android 14; Pixel 8)"),
+            Platform::Android
+        );
         assert_eq!(ua("curl/8.0"), Platform::Other);
     }
 }

@@ -9,7 +9,12 @@ use rush_protocol::cmd::{LinkResolve, ResolveReply};
 use rush_protocol::{link_slot, Reply, RushError};
 
 impl Links {
-    pub(super) fn resolve(&mut self, r: &LinkResolve, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+    pub(super) fn resolve(
+        &mut self,
+        r: &LinkResolve,
+        now: u64,
+        txn: &mut Txn,
+    ) -> Result<Reply, RushError> {
         let code = r.code.as_bytes();
         let slot = link_slot(code);
         let Some(link) = self.load(slot, code, now, txn)? else {

@@ -129,7 +129,11 @@ mod tests {
         let a = Scrambler::new([1; 16]);
         let b = Scrambler::new([2; 16]);
         let n = 55_917;
-        let first = |s: &Scrambler, slot, len| (0..8).map(|x| s.permute(slot, len, n, x)).collect::<Vec<_>>();
+        let first = |s: &Scrambler, slot, len| {
+            (0..8)
+                .map(|x| s.permute(slot, len, n, x))
+                .collect::<Vec<_>>()
+        };
         assert_ne!(first(&a, 1, 5), first(&b, 1, 5));
         assert_ne!(first(&a, 1, 5), first(&a, 2, 5));
         assert_ne!(first(&a, 1, 5), first(&a, 1, 6));

@@ -55,7 +55,8 @@ impl UrlRules {
         }
         let b = url.as_bytes();
         for (i, _) in b.iter().enumerate().filter(|(_, &c)| c == b'%') {
-            let ok = b.len() > i + 2 && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
+            let ok =
+                b.len() > i + 2 && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
             if !ok {
                 return bad(format!("invalid percent-encoding at byte {i}"));
             }
@@ -64,7 +65,10 @@ impl UrlRules {
             return bad("has no scheme (use an absolute http or https URL)".into());
         };
         let scheme = &url[..colon];
-        let valid_scheme = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        let valid_scheme = scheme
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic())
             && scheme
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
@@ -151,6 +155,9 @@ mod tests {
         assert!(r.check_app("ios", "myapp:").is_err());
         assert!(r.check_app("ios", "javascript:x").is_err());
         let long = format!("https://e.com/{}", "a".repeat(MAX_URL));
-        assert_eq!(r.check_target("url", &long).unwrap_err().code, ErrorCode::TooLarge);
+        assert_eq!(
+            r.check_target("url", &long).unwrap_err().code,
+            ErrorCode::TooLarge
+        );
     }
 }

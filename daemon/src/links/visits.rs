@@ -14,8 +14,8 @@
 use super::record::Stats;
 use crate::kv::storage_error;
 use crate::shard::txn::Txn;
-use crate::storage::value::{self, kind, Stored};
 use crate::storage::keys;
+use crate::storage::value::{self, kind, Stored};
 use hashbrown::HashMap;
 use rush_protocol::{link_slot, RushError};
 
@@ -128,12 +128,18 @@ impl Visits {
 /// link's own liveness decides; leftovers of an earlier link under the same
 /// code are removed when the code is taken again).
 pub fn load_stats(slot: u16, code: &[u8], txn: &Txn) -> Result<Stats, RushError> {
-    match txn.get(&keys::link_stats(slot, code)).map_err(storage_error)? {
+    match txn
+        .get(&keys::link_stats(slot, code))
+        .map_err(storage_error)?
+    {
         None => Ok(Stats::default()),
         Some(raw) => {
             let s = Stored::decode(&raw).map_err(|e| RushError::internal(e.to_string()))?;
             if s.kind != kind::LINK_STATS {
-                return Err(RushError::internal(format!("link stats of kind {}", s.kind)));
+                return Err(RushError::internal(format!(
+                    "link stats of kind {}",
+                    s.kind
+                )));
             }
             Stats::decode(s.payload).map_err(|e| RushError::internal(e.to_string()))
         }

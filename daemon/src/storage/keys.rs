@@ -129,7 +129,10 @@ pub fn link_reuse(slot: u16, account: &[u8], url: &[u8]) -> Vec<u8> {
 
 /// A generated-code index held by an alias of that shape.
 pub fn link_reserved(slot: u16, len: u8, index: u64) -> Vec<u8> {
-    KeyBuf::new(slot, ks::LINK_RESERVED).u8(len).u64(index).build()
+    KeyBuf::new(slot, ks::LINK_RESERVED)
+        .u8(len)
+        .u64(index)
+        .build()
 }
 
 /// (length, index) of a [`link_reserved`] key.

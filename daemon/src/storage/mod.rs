@@ -433,7 +433,7 @@ fn rebalance(
             batch.put_cf(to_cf, &k, &v);
             batch.delete_cf(from_cf, &k);
             n += 1;
-            if n as usize % REBALANCE_CHUNK == 0 {
+            if (n as usize).is_multiple_of(REBALANCE_CHUNK) {
                 db.write_opt(std::mem::take(&mut batch), sync)?;
             }
         }

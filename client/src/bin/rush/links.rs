@@ -143,10 +143,21 @@ pub async fn run(c: &Client, cmd: LinksCmd) -> anyhow::Result<ExitCode> {
             println!("redirect: {}", if i.permanent { 301 } else { 302 });
             println!("alias: {}", if i.alias { "yes" } else { "no" });
             println!("created: {}", timestamp(i.created_at));
-            println!("expires: {}", if i.expires_at == 0 { "never".into() } else { timestamp(i.expires_at) });
+            println!(
+                "expires: {}",
+                if i.expires_at == 0 {
+                    "never".into()
+                } else {
+                    timestamp(i.expires_at)
+                }
+            );
             println!(
                 "ttl: {}",
-                if i.ttl_ms == 0 { "none".into() } else { format_duration(Duration::from_millis(i.ttl_ms)) }
+                if i.ttl_ms == 0 {
+                    "none".into()
+                } else {
+                    format_duration(Duration::from_millis(i.ttl_ms))
+                }
             );
             println!("visits: {}", i.visits);
             if i.last_visit > 0 {
@@ -181,16 +192,34 @@ pub async fn run(c: &Client, cmd: LinksCmd) -> anyhow::Result<ExitCode> {
                     },
                 })
                 .await?;
-            println!("OK expires {}", if expires == 0 { "never".into() } else { timestamp(expires) });
+            println!(
+                "OK expires {}",
+                if expires == 0 {
+                    "never".into()
+                } else {
+                    timestamp(expires)
+                }
+            );
         }
         LinksCmd::Link(LinkCmd::Delete { code }) => {
-            println!("{}", if c.link_delete(code).await? { "deleted" } else { "(not found)" });
+            println!(
+                "{}",
+                if c.link_delete(code).await? {
+                    "deleted"
+                } else {
+                    "(not found)"
+                }
+            );
         }
         LinksCmd::Link(LinkCmd::Qr { code, out, svg }) => {
             let url = c.link_info(code).await?.short_url;
-            let qr = qrcode::QrCode::with_error_correction_level(url.as_bytes(), qrcode::EcLevel::M)
-                .context("encoding the QR code")?;
-            let svg = svg || out.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+            let qr =
+                qrcode::QrCode::with_error_correction_level(url.as_bytes(), qrcode::EcLevel::M)
+                    .context("encoding the QR code")?;
+            let svg = svg
+                || out
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
             if svg {
                 let doc = qr
                     .render::<qrcode::render::svg::Color>()
@@ -214,7 +243,13 @@ pub async fn run(c: &Client, cmd: LinksCmd) -> anyhow::Result<ExitCode> {
 fn timestamp(ms: u64) -> String {
     let secs = ms / 1000;
     let (d, s) = ((secs / 86_400) as i64, secs % 86_400);
-    format!("{} {:02}:{:02}:{:02} UTC", date(d), s / 3600, s / 60 % 60, s % 60)
+    format!(
+        "{} {:02}:{:02}:{:02} UTC",
+        date(d),
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
 }
 
 /// `YYYY-MM-DD` of a unix day number (Howard Hinnant's civil_from_days).
@@ -237,6 +272,9 @@ mod tests {
     fn dates() {
         assert_eq!(super::date(0), "1970-01-01");
         assert_eq!(super::date(19_723), "2024-01-01");
-        assert_eq!(super::timestamp(951_782_400_000 + 3_723_000), "2000-02-29 01:02:03 UTC");
+        assert_eq!(
+            super::timestamp(951_782_400_000 + 3_723_000),
+            "2000-02-29 01:02:03 UTC"
+        );
     }
 }

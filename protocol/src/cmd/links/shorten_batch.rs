@@ -80,7 +80,10 @@ impl Wire for LinkShortenBatch {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         let slot = r.u16("slot")?;
         if slot >= SLOTS {
-            return Err(DecodeError::invalid("slot", format!("{slot} is not below 16384")));
+            return Err(DecodeError::invalid(
+                "slot",
+                format!("{slot} is not below 16384"),
+            ));
         }
         let account = r.bytes("account", MAX_KEY)?;
         // url (4) + length (1) + 3 option tags + permanent (1).

@@ -66,14 +66,21 @@ fn read_key(storage: &Storage) -> Result<[u8; 16], StorageError> {
         .map_err(|_| value::Corrupt(format!("the short-code key has {} bytes", raw.len())).into())
 }
 
-/// The short-link service of one shard.
+/// The short-link service of one shard. Lives on the shard thread: its
+/// in-memory state (segments are the shard's, reserved indices, free lists,
+/// visit counters) is never shared, so no request takes a lock.
 pub struct Links {
     cfg: LinksConfig,
+    /// URL rules with the configured app schemes, built once.
     rules: UrlRules,
+    /// Codes: scrambler, aliases' reserved indices, recycling.
     issuer: Issuer,
+    /// Visit counters not yet in storage (flushed by the shard's tick).
     visits: Visits,
     metrics: Arc<Metrics>,
+    /// `links.default_ttl_secs` in ms.
     default_ttl_ms: u64,
+    /// `links.slide_interval_secs` in ms.
     slide_ms: u64,
 }
 

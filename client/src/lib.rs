@@ -21,6 +21,7 @@ mod duration;
 mod envelopes;
 mod error;
 mod limits;
+mod links;
 
 pub use batch::BatchBuilder;
 pub use connection::{Connection, Tls};

@@ -56,6 +56,7 @@ pub struct Config {
     pub limits: crate::limits::LimitsConfig,
     pub catalog: crate::catalog::CatalogConfig,
     pub envelopes: crate::envelopes::EnvelopeConfig,
+    pub links: crate::links::LinksConfig,
     pub debug: DebugConfig,
 }
 
@@ -280,6 +281,7 @@ impl Config {
         self.limits.validate().map_err(ConfigError::Invalid)?;
         self.catalog.validate().map_err(ConfigError::Invalid)?;
         self.envelopes.validate().map_err(ConfigError::Invalid)?;
+        self.links.validate()?;
         Ok(())
     }
 }

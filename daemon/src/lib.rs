@@ -10,6 +10,7 @@ pub mod envelopes;
 pub mod http;
 pub mod kv;
 pub mod limits;
+pub mod links;
 pub mod metrics;
 pub mod segments;
 pub mod server;

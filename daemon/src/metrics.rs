@@ -36,9 +36,11 @@ pub struct Metrics {
     pub limits: crate::limits::LimitsMetrics,
     pub catalog: crate::catalog::CatalogMetrics,
     pub envelopes: crate::envelopes::EnvelopeMetrics,
+    /// Short links: codes issued, segments, resolves, redirects, slides.
+    pub links: crate::links::LinkMetrics,
 }
 
-fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: T) -> T {
+pub(crate) fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: T) -> T {
     r.register(Box::new(c.clone()))
         .expect("metric names are unique");
     c
@@ -171,6 +173,7 @@ impl Metrics {
             limits: crate::limits::LimitsMetrics::new(&r),
             catalog: crate::catalog::CatalogMetrics::new(&r),
             envelopes: crate::envelopes::EnvelopeMetrics::new(&r),
+            links: crate::links::LinkMetrics::new(&r),
             registry: r,
         }
     }

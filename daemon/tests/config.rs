@@ -57,6 +57,17 @@ fn example_config_states_the_defaults() {
     assert_eq!(e.refunds_per_tick, de.refunds_per_tick);
     assert_eq!(e.cached_envelopes, de.cached_envelopes);
     assert_eq!(e.id_step, de.id_step);
+    let (l, dl) = (&c.links, &d.links);
+    assert_eq!(l.base_url, dl.base_url);
+    assert_eq!(l.redirect_listen, "", "redirects are off by default");
+    assert_eq!(l.redirect_listen, dl.redirect_listen);
+    assert_eq!(l.default_length, dl.default_length);
+    assert_eq!(l.default_ttl_secs, dl.default_ttl_secs);
+    assert_eq!(l.slide_interval_secs, dl.slide_interval_secs);
+    for len in 5..=8 {
+        assert_eq!(l.segment_step(len), dl.segment_step(len));
+    }
+    assert_eq!(l.app_schemes, dl.app_schemes);
 }
 
 #[test]
@@ -155,4 +166,28 @@ fn unknown_keys_and_bad_values_are_refused() {
     assert!(c.validate().is_err());
     let c = Config::from_toml("[storage]\nkv_durability = \"sometimes\"\n", p);
     assert!(c.is_err());
+}
+
+#[test]
+fn links_section_is_checked() {
+    let p = Path::new("test.toml");
+    let ok = Config::from_toml(
+        "[links]\nredirect_listen = \"127.0.0.1:0\"\napp_schemes = [\"myapp\"]\n",
+        p,
+    )
+    .unwrap();
+    ok.validate().unwrap();
+    for bad in [
+        "[links]\nbase_url = \"s.example/\"\n",
+        "[links]\nbase_url = \"https://s.example\"\n",
+        "[links]\ndefault_length = 9\n",
+        "[links]\nsegment_step_5 = 0\n",
+        "[links]\nredirect_listen = \"nowhere\"\n",
+        "[links]\napp_schemes = [\"javascript\"]\n",
+        "[links]\napp_schemes = [\"not a scheme\"]\n",
+    ] {
+        let c = Config::from_toml(bad, p).unwrap();
+        assert!(c.validate().is_err(), "{bad}");
+    }
+    assert!(Config::from_toml("[links]\nbase = 1\n", p).is_err());
 }

@@ -13,10 +13,11 @@ pub mod frame;
 pub mod limits;
 pub mod slot;
 
+pub use cmd::links::code::{link_slot, Code};
 pub use codec::{DecodeError, Reader, Wire, WriteExt};
 pub use error::{ErrorCode, ErrorDetail, RushError};
 pub use frame::{Frame, FrameError, Header};
-pub use slot::{key_slot, SLOTS};
+pub use slot::{key_slot, parts_slot, SLOTS};
 
 use bytes::{Bytes, BytesMut};
 
@@ -236,6 +237,18 @@ commands! {
     0x1f "BATCH" => Batch(Batch) -> BatchReply, idempotent = false;
 
     // ── short links (0x30–0x3f) ──────────────────────────────────────────
+    /// Shorten a URL: a generated code in the slot of (account, url), or an alias.
+    0x30 "LINK_SHORTEN" => LinkShorten(LinkShorten) -> ShortenReply, idempotent = false;
+    /// Shorten many URLs; every code is issued in the slot the batch names.
+    0x31 "LINK_SHORTEN_BATCH" => LinkShortenBatch(LinkShortenBatch) -> ShortenBatchReply, idempotent = false;
+    /// A code's target; counts a visit and slides the expiry.
+    0x32 "LINK_RESOLVE" => LinkResolve(LinkResolve) -> ResolveReply, idempotent = true;
+    /// Everything about a link, with visit statistics.
+    0x33 "LINK_INFO" => LinkInfo(LinkInfo) -> LinkInfoReply, idempotent = true;
+    /// New target, TTL, app URLs or redirect kind.
+    0x34 "LINK_UPDATE" => LinkUpdate(LinkUpdate) -> u64, idempotent = true;
+    /// Remove a link.
+    0x35 "LINK_DELETE" => LinkDelete(LinkDelete) -> bool, idempotent = true;
 
     // ── purchase limits (0x40–0x4f) ──────────────────────────────────────
     /// Check every rule for every item of an order; record all counts or none.

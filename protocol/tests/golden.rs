@@ -362,6 +362,68 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
                 }),
             ),
         ),
+        (
+            "link-shorten-request",
+            request(
+                7,
+                LinkShorten {
+                    url: "https://e.com/a".into(),
+                    account: Bytes::from_static(b"acme"),
+                    length: 7,
+                    ttl_ms: Some(86_400_000),
+                    reuse: true,
+                    ..LinkShorten::default()
+                },
+            ),
+        ),
+        (
+            "link-shorten-reply",
+            ok_reply::<LinkShorten>(
+                7,
+                Reply::LinkShorten(ShortenReply {
+                    code: "3xK9aZq".into(),
+                    short_url: "https://s.example/3xK9aZq".into(),
+                    reused: false,
+                    expires_at: 1_767_225_600_000,
+                }),
+            ),
+        ),
+        (
+            "link-shorten-batch-request",
+            request(
+                8,
+                LinkShortenBatch {
+                    slot: 4321,
+                    account: Bytes::new(),
+                    items: vec![BatchShortenItem {
+                        url: "https://e.com/1".into(),
+                        length: 5,
+                        ..BatchShortenItem::default()
+                    }],
+                },
+            ),
+        ),
+        (
+            "link-resolve-request",
+            request(9, LinkResolve::new("3xK9aZq")),
+        ),
+        (
+            "link-resolve-reply",
+            ok_reply::<LinkResolve>(
+                9,
+                Reply::LinkResolve(ResolveReply {
+                    target: "https://e.com/a".into(),
+                    ios: Some("app://a".into()),
+                    android: None,
+                    permanent: false,
+                    expires_at: 1_767_225_600_000,
+                }),
+            ),
+        ),
+        (
+            "error-link-not-found",
+            err_reply(0x32, 9, RushError::not_found("no link")),
+        ),
     ]
 }
 

@@ -25,6 +25,9 @@ struct Args {
     /// HTTP address for /metrics, /health, /ready ("" turns it off).
     #[arg(long, env = "RUSH_HTTP")]
     http: Option<String>,
+    /// Short-link redirect listener for GET /{code} ("" turns it off, the default).
+    #[arg(long, env = "RUSH_REDIRECT")]
+    redirect: Option<String>,
     /// Data directory.
     #[arg(long, env = "RUSH_DATA")]
     data: Option<PathBuf>,
@@ -67,6 +70,9 @@ fn main() -> anyhow::Result<()> {
     if let Some(v) = args.http {
         config.server.http = v;
     }
+    if let Some(v) = args.redirect {
+        config.links.redirect_listen = v;
+    }
     if let Some(v) = args.data {
         config.storage.data_dir = v;
     }
@@ -98,7 +104,16 @@ fn main() -> anyhow::Result<()> {
             .http_addr()
             .map(|a| a.to_string())
             .unwrap_or_else(|| "off".into());
-        println!("rushd serving {} http {}", running.addr(), http);
+        let redirect = running
+            .redirect_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "off".into());
+        println!(
+            "rushd serving {} http {} redirect {}",
+            running.addr(),
+            http,
+            redirect
+        );
         shutdown_signal().await;
         tracing::info!("shutting down: draining connections");
         running.shutdown().await

@@ -50,9 +50,13 @@ pub struct Running {
     node: Arc<NodeShared>,
     addr: SocketAddr,
     http_addr: Option<SocketAddr>,
+    redirect_addr: Option<SocketAddr>,
     shutdown_tx: watch::Sender<bool>,
     accept: JoinHandle<()>,
     http: Option<JoinHandle<()>>,
+    /// The short-link redirect listener; stops (gracefully) with the accept
+    /// loop, before the shards it sends jobs to.
+    redirect: Option<JoinHandle<()>>,
     shard_threads: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -64,6 +68,11 @@ impl Running {
 
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr
+    }
+
+    /// The short-link redirect listener's address, when it is on.
+    pub fn redirect_addr(&self) -> Option<SocketAddr> {
+        self.redirect_addr
     }
 
     pub fn clock(&self) -> &Clock {
@@ -92,6 +101,11 @@ impl Running {
         }
         node.tasks.close();
         let drain = Duration::from_secs(node.config.server.drain_timeout_secs);
+        if let Some(redirect) = self.redirect {
+            if tokio::time::timeout(drain, redirect).await.is_err() {
+                tracing::warn!("redirect requests did not finish within {drain:?}");
+            }
+        }
         // Connections drain within the drain timeout, then their writers get
         // as long again to flush.
         if tokio::time::timeout(drain * 2, node.tasks.wait())
@@ -142,6 +156,7 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
     };
     let storage = Arc::new(storage);
     let node_id = node_id(&config, &storage)?;
+    crate::links::ensure_key(&storage).context("short-link code key")?;
     let metrics = Arc::new(Metrics::new());
 
     let ctx = ShardContext {
@@ -173,6 +188,19 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         )
     };
     let http_addr = http_listener.as_ref().map(|l| l.local_addr()).transpose()?;
+    let redirect_listener = if config.links.redirect_listen.is_empty() {
+        None
+    } else {
+        Some(
+            TcpListener::bind(&config.links.redirect_listen)
+                .await
+                .with_context(|| format!("binding {}", config.links.redirect_listen))?,
+        )
+    };
+    let redirect_addr = redirect_listener
+        .as_ref()
+        .map(|l| l.local_addr())
+        .transpose()?;
 
     let auth = crate::auth::Auth::load(
         config.auth.token_file.as_deref(),
@@ -202,17 +230,26 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         tasks: tokio_util::task::TaskTracker::new(),
     });
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let accept = tokio::spawn(accept_loop(listener, node.clone(), shutdown_rx));
+    let accept = tokio::spawn(accept_loop(listener, node.clone(), shutdown_rx.clone()));
     let http = http_listener.map(|l| tokio::spawn(crate::http::serve(l, Arc::downgrade(&node))));
+    let redirect = redirect_listener.map(|l| {
+        tokio::spawn(crate::links::redirect::serve(
+            l,
+            node.clone(),
+            shutdown_rx.clone(),
+        ))
+    });
     node.ready.store(true, Ordering::SeqCst);
-    tracing::info!(%addr, http = %http_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), shards = node.shards.len(), node = %node.node_id, "rushd ready");
+    tracing::info!(%addr, http = %http_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), redirect = %redirect_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), shards = node.shards.len(), node = %node.node_id, "rushd ready");
     Ok(Running {
         node,
         addr,
         http_addr,
+        redirect_addr,
         shutdown_tx,
         accept,
         http,
+        redirect,
         shard_threads: threads,
     })
 }

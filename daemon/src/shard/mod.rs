@@ -21,6 +21,7 @@ use crate::config::{Config, Durability};
 use crate::envelopes::Envelopes;
 use crate::kv::Kv;
 use crate::limits::Limits;
+use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
 use crate::storage::Storage;
@@ -137,6 +138,7 @@ pub struct Shard {
     limits: Limits,
     /// Bloom-guarded catalog lookups: filter, hot cache, storage.
     catalog: Catalog,
+    links: Links,
     /// ID segments of this shard's slots (short codes, envelope ids).
     segments: Segments,
     /// Jobs taken off the channel, waiting for a group: per-envelope lanes
@@ -153,6 +155,7 @@ pub fn spawn(
     let (tx, rx) = crossbeam_channel::bounded(ctx.config.storage.queue_depth);
     let limits =
         Limits::load(&ctx.config, &ctx.storage, &ctx.metrics).map_err(std::io::Error::other)?;
+    let links = Links::new(&ctx).map_err(std::io::Error::other)?;
     let shard = Shard {
         id,
         rx,
@@ -160,6 +163,7 @@ pub fn spawn(
             durable: ctx.config.storage.kv_durability == Durability::Sync,
         },
         limits,
+        links,
         segments: Segments::default(),
         catalog: Catalog::new(
             id,
@@ -239,6 +243,8 @@ impl Shard {
             self.lanes.next_group(max_batch, &mut jobs);
             self.execute(&mut jobs);
         }
+        // Timers run once more so buffered state (link visit counts) is written.
+        self.tick();
         tracing::debug!(shard = self.id, "shard stopped");
     }
 
@@ -315,6 +321,7 @@ impl Shard {
             Service::Limits => self.limits.apply(req, now, txn),
             Service::Catalog => self.catalog.apply(req, now, txn),
             Service::Envelopes => self.envelopes.apply(req, now, txn, &mut self.segments),
+            Service::Links => self.links.apply(req, now, txn, &mut self.segments),
             _ => Err(RushError::internal(format!(
                 "{} reached a shard but is not a shard request",
                 req.opcode().name()
@@ -353,6 +360,7 @@ impl Shard {
         self.catalog.tick(&storage);
         self.envelopes.tick(now, &mut txn);
         self.envelopes.publish_queue_depths(self.lanes.take_peaks());
+        self.links.tick(now, &mut txn);
         if let Err(e) = self.commit(txn) {
             tracing::warn!(shard = self.id, error = %e, "timer writes failed; they run again next tick");
         }
@@ -365,5 +373,6 @@ impl Shard {
         self.segments.clear();
         self.catalog.on_commit_failure();
         self.envelopes.on_commit_failure();
+        self.links.on_commit_failure();
     }
 }

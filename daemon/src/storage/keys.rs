@@ -12,6 +12,7 @@ pub mod ks {
     /// Generic keys: strings and hashes (GET/SET/HSET…).
     pub const KV: u8 = 0x01;
     /// ID segment high-water marks: `kind: u8` → `u64` (see `segments`).
+    /// Sequence kinds: 0x15–0x18 short codes of 5–8 characters.
     pub const SEQUENCE: u8 = 0x02;
 
     // ── purchase limits (0x20–0x2f) ──────────────────────────────────────
@@ -36,6 +37,20 @@ pub mod ks {
     pub const ENVELOPE_DAY: u8 = 0x43;
     /// Create idempotency keys: (sender, key) → envelope id.
     pub const ENVELOPE_IDEMPOTENCY: u8 = 0x44;
+    // ── short links (0x10–0x1f) ─────────────────────────────────────────
+    /// Links by code: `u8 code length | code` → link record. Aliases and
+    /// generated codes share this keyspace, so a code string names at most
+    /// one link. The length comes first so the codes of one length in a slot
+    /// are one range, in index order (base62 digits sort like their values):
+    /// recycling scans it.
+    pub const LINK: u8 = 0x10;
+    /// Reuse index: `u16 len | account | url` → code.
+    pub const LINK_REUSE: u8 = 0x11;
+    /// Generated-code indices taken by aliases of that shape:
+    /// `u8 length | u64 index` → alias.
+    pub const LINK_RESERVED: u8 = 0x12;
+    /// Visit statistics: `code` → totals and per-day counts.
+    pub const LINK_STATS: u8 = 0x13;
 }
 
 /// Meta column family record names.
@@ -57,6 +72,10 @@ pub mod meta {
     pub fn envelope_refund_floor(shard: usize) -> Vec<u8> {
         format!("{ENVELOPE_REFUND_FLOOR}{shard}").into_bytes()
     }
+    /// The 128-bit key of the short-code scrambler. Generated on first start
+    /// and never changed: the scrambler must map every slot's sequence the
+    /// same way for the life of the data, or new codes could repeat old ones.
+    pub const LINK_CODE_KEY: &[u8] = b"links-code-key";
 }
 
 /// A key under construction: slot, keyspace, then parts.
@@ -340,6 +359,59 @@ pub mod envelope {
     }
 }
 
+// ── short links ─────────────────────────────────────────────────────────
+
+/// A link (generated code or alias) by its code.
+pub fn link(slot: u16, code: &[u8]) -> Vec<u8> {
+    debug_assert!(code.len() <= u8::MAX as usize);
+    KeyBuf::new(slot, ks::LINK)
+        .u8(code.len() as u8)
+        .tail(code)
+        .build()
+}
+
+/// The code inside a [`link`] key.
+pub fn link_code(raw: &[u8]) -> Option<&[u8]> {
+    (raw.len() >= 4 && raw[2] == ks::LINK).then(|| &raw[4..])
+}
+
+/// `[start, end)` covering the links of one code length in a slot.
+pub fn link_length_range(slot: u16, len: u8) -> (Vec<u8>, Vec<u8>) {
+    (
+        KeyBuf::new(slot, ks::LINK).u8(len).build(),
+        KeyBuf::new(slot, ks::LINK).u8(len + 1).build(),
+    )
+}
+
+/// The reuse index entry of (account, url).
+pub fn link_reuse(slot: u16, account: &[u8], url: &[u8]) -> Vec<u8> {
+    KeyBuf::new(slot, ks::LINK_REUSE)
+        .part(account)
+        .tail(url)
+        .build()
+}
+
+/// A generated-code index held by an alias of that shape.
+pub fn link_reserved(slot: u16, len: u8, index: u64) -> Vec<u8> {
+    KeyBuf::new(slot, ks::LINK_RESERVED)
+        .u8(len)
+        .u64(index)
+        .build()
+}
+
+/// (length, index) of a [`link_reserved`] key.
+pub fn link_reserved_parts(raw: &[u8]) -> Option<(u8, u64)> {
+    if raw.len() != 12 || raw[2] != ks::LINK_RESERVED {
+        return None;
+    }
+    Some((raw[3], u64::from_be_bytes(raw[4..12].try_into().ok()?)))
+}
+
+/// A link's visit statistics.
+pub fn link_stats(slot: u16, code: &[u8]) -> Vec<u8> {
+    KeyBuf::new(slot, ks::LINK_STATS).tail(code).build()
+}
+
 /// The slot a storage key belongs to.
 pub fn slot_of(raw: &[u8]) -> Option<u16> {
     (raw.len() >= 2).then(|| u16::from_be_bytes([raw[0], raw[1]]))
@@ -475,6 +547,19 @@ mod tests {
             assert!(s <= k && k < e);
         }
         assert!(idempotency(7, b"s", b"k") < e);
+    }
+
+    #[test]
+    fn link_keys_group_by_length_in_code_order() {
+        let (start, end) = link_length_range(9, 5);
+        let a = link(9, b"0000A");
+        let b = link(9, b"0000a");
+        assert!(start <= a && a < b && b < end);
+        assert!(link(9, b"zzzz") < start && link(9, b"000000") >= end);
+        assert_eq!(link_code(&a), Some(&b"0000A"[..]));
+        let r = link_reserved(9, 6, 1 << 33);
+        assert_eq!(link_reserved_parts(&r), Some((6, 1 << 33)));
+        assert_eq!(link_reserved_parts(&a), None);
     }
 
     #[test]

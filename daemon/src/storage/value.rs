@@ -40,6 +40,15 @@ pub mod kind {
     pub const ENVELOPE_DAY: u8 = 0x44;
     /// A create idempotency key's envelope and arguments.
     pub const ENVELOPE_IDEMPOTENCY: u8 = 0x45;
+    // Short links (see `links::record`).
+    /// A link record; the header's expiry is the link's.
+    pub const LINK: u8 = 0x10;
+    /// A reuse index entry (the code); expires with its link.
+    pub const LINK_REUSE: u8 = 0x11;
+    /// A generated-code index reserved by an alias (the alias); no expiry.
+    pub const LINK_RESERVED: u8 = 0x12;
+    /// A link's visit statistics; expires with its link.
+    pub const LINK_STATS: u8 = 0x13;
 }
 
 #[derive(Debug, thiserror::Error)]

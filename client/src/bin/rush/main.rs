@@ -7,6 +7,8 @@ mod envelope;
 mod catalog;
 mod limits;
 
+mod links;
+
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use rush_client::protocol::cmd::{SetCond, TtlReply};
@@ -121,6 +123,8 @@ enum Cmd {
     /// Red envelopes: create, grab, info, refunds, audit.
     #[command(subcommand)]
     Envelope(envelope::EnvelopeCmd),
+    #[command(flatten)]
+    Links(links::LinksCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -252,6 +256,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Cmd::Catalog(cmd) => return catalog::run(&c, cmd).await,
         Cmd::Envelope(cmd) => return envelope::run(&c, cmd).await,
+        Cmd::Links(cmd) => return links::run(&c, cmd).await,
     }
     Ok(ExitCode::SUCCESS)
 }

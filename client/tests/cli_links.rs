@@ -1,0 +1,155 @@
+//! `rush shorten`, `rush resolve` and `rush link …` against an in-process node.
+
+use rush_daemon::{Clock, Config};
+use std::process::Command;
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+async fn rush(addr: &str, args: &[&str]) -> Out {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rush"));
+    cmd.arg("--addr").arg(addr).args(args);
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("run rush"))
+        .await
+        .unwrap();
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shorten_resolve_info_update_qr_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.server.listen = "127.0.0.1:0".into();
+    config.server.http = String::new();
+    config.storage.data_dir = dir.path().to_path_buf();
+    config.storage.shards = 2;
+    config.storage.block_cache_mb = 16;
+    config.storage.write_buffer_mb = 8;
+    config.links.base_url = "https://s.example/".into();
+    config.links.app_schemes = vec!["myapp".into()];
+    let node = rush_daemon::start(config, Clock::system()).await.unwrap();
+    let addr = node.addr().to_string();
+
+    let out = rush(
+        &addr,
+        &[
+            "shorten",
+            "https://example.com/cli?q=1",
+            "--ttl",
+            "100d",
+            "--len",
+            "5",
+            "--ios",
+            "myapp://x",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let short = out.stdout.trim().to_string();
+    let code = short
+        .strip_prefix("https://s.example/")
+        .expect("a short URL")
+        .to_string();
+    assert_eq!(code.len(), 5);
+
+    let out = rush(&addr, &["resolve", &code]).await;
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (0, "https://example.com/cli?q=1")
+    );
+
+    let out = rush(&addr, &["link", "info", &code]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for line in [
+        "target: https://example.com/cli?q=1",
+        "ios: myapp://x",
+        "redirect: 302",
+        "ttl: 100d",
+        "visits: 1",
+    ] {
+        assert!(
+            out.stdout.lines().any(|l| l == line),
+            "{line:?} not in\n{}",
+            out.stdout
+        );
+    }
+    assert!(out.stdout.contains("\nday "), "{}", out.stdout);
+
+    let out = rush(
+        &addr,
+        &[
+            "link",
+            "update",
+            &code,
+            "--url",
+            "https://example.com/v2",
+            "--no-ios",
+            "--permanent",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = rush(&addr, &["resolve", &code]).await;
+    assert_eq!(out.stdout.trim(), "https://example.com/v2");
+    let out = rush(&addr, &["link", "info", &code]).await;
+    assert!(
+        out.stdout.contains("redirect: 301") && !out.stdout.contains("ios:"),
+        "{}",
+        out.stdout
+    );
+
+    // QR code: PNG decodes back to the short URL; *.svg writes SVG.
+    let png = dir.path().join("out.png");
+    let out = rush(&addr, &["link", "qr", &code, "-o", png.to_str().unwrap()]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let img = image::open(&png).unwrap().to_luma8();
+    let mut prepared = rqrr::PreparedImage::prepare(img);
+    let grids = prepared.detect_grids();
+    assert_eq!(grids.len(), 1);
+    assert_eq!(grids[0].decode().unwrap().1, short);
+    let svg = dir.path().join("out.svg");
+    let out = rush(&addr, &["link", "qr", &code, "-o", svg.to_str().unwrap()]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+
+    // Aliases, conflicts and bad input are errors with a clear message.
+    let out = rush(
+        &addr,
+        &[
+            "shorten",
+            "https://example.com/sale",
+            "--alias",
+            "sale",
+            "--ttl",
+            "none",
+        ],
+    )
+    .await;
+    assert_eq!((out.code, out.stdout.trim()), (0, "https://s.example/sale"));
+    let out = rush(
+        &addr,
+        &["shorten", "https://example.com/other", "--alias", "sale"],
+    )
+    .await;
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("CONFLICT"), "{}", out.stderr);
+    let out = rush(&addr, &["shorten", "javascript:alert(1)"]).await;
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("BAD_REQUEST"), "{}", out.stderr);
+
+    let out = rush(&addr, &["link", "delete", &code]).await;
+    assert_eq!((out.code, out.stdout.trim()), (0, "deleted"));
+    let out = rush(&addr, &["link", "delete", &code]).await;
+    assert_eq!((out.code, out.stdout.trim()), (0, "(not found)"));
+    let out = rush(&addr, &["resolve", &code]).await;
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("NOT_FOUND"), "{}", out.stderr);
+    node.shutdown().await.unwrap();
+}

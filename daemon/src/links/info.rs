@@ -1,0 +1,47 @@
+//! LINK_INFO: a link with its visit statistics (stored + still buffered).
+
+use super::record::{FLAG_ALIAS, FLAG_PERMANENT};
+use super::visits::{day_of, load_stats};
+use super::Links;
+use crate::shard::txn::Txn;
+use bytes::Bytes;
+use rush_protocol::cmd::{LinkInfo, LinkInfoReply};
+use rush_protocol::{link_slot, Reply, RushError};
+
+impl Links {
+    pub(super) fn info(
+        &mut self,
+        r: &LinkInfo,
+        now: u64,
+        txn: &mut Txn,
+    ) -> Result<Reply, RushError> {
+        let code = r.code.as_bytes();
+        let slot = link_slot(code);
+        let Some(link) = self.load(slot, code, now, txn)? else {
+            return Err(RushError::not_found(format!("no link {:?}", r.code)));
+        };
+        let mut stats = load_stats(slot, code, txn)?;
+        let today = day_of(now);
+        if let Some(p) = self.visits.pending(code) {
+            p.merge_into(&mut stats, today);
+        }
+        stats.prune(today);
+        let rec = link.record;
+        Ok(Reply::LinkInfo(LinkInfoReply {
+            code: r.code.clone(),
+            short_url: self.short_url(&r.code),
+            permanent: rec.has(FLAG_PERMANENT),
+            alias: rec.has(FLAG_ALIAS),
+            target: rec.target,
+            account: Bytes::from(rec.account),
+            ios: rec.ios,
+            android: rec.android,
+            created_at: rec.created_at,
+            expires_at: link.expires_at,
+            ttl_ms: rec.ttl_ms,
+            visits: stats.total,
+            last_visit: stats.last_visit,
+            daily: stats.days,
+        }))
+    }
+}

@@ -1,0 +1,222 @@
+//! Stored forms of links and their visit statistics (the payload after the
+//! 9-byte value header, whose expiry is the link's).
+
+use crate::storage::value::Corrupt;
+use rush_protocol::cmd::links::STATS_DAYS;
+
+const FORMAT: u8 = 1;
+pub const FLAG_PERMANENT: u8 = 0x01;
+pub const FLAG_ALIAS: u8 = 0x02;
+/// The reuse index (account, target) → this code points here (and lives in
+/// this link's slot).
+pub const FLAG_REUSE_INDEXED: u8 = 0x04;
+
+/// A link: `u8 format, u8 flags, u64 created, u64 ttl, u16+account,
+/// u16+target, (u8 tag, u16+url) ios, (u8 tag, u16+url) android`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkRecord {
+    pub flags: u8,
+    pub created_at: u64,
+    /// Sliding TTL; 0 = the link never expires.
+    pub ttl_ms: u64,
+    pub account: Vec<u8>,
+    pub target: String,
+    pub ios: Option<String>,
+    pub android: Option<String>,
+}
+
+impl LinkRecord {
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    pub fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let size = 22
+            + self.account.len()
+            + self.target.len()
+            + 6
+            + self.ios.as_ref().map_or(0, |s| s.len())
+            + self.android.as_ref().map_or(0, |s| s.len());
+        let mut out = Vec::with_capacity(size);
+        out.push(FORMAT);
+        out.push(self.flags);
+        out.extend_from_slice(&self.created_at.to_be_bytes());
+        out.extend_from_slice(&self.ttl_ms.to_be_bytes());
+        put_bytes(&mut out, &self.account);
+        put_bytes(&mut out, self.target.as_bytes());
+        for app in [&self.ios, &self.android] {
+            match app {
+                None => out.push(0),
+                Some(url) => {
+                    out.push(1);
+                    put_bytes(&mut out, url.as_bytes());
+                }
+            }
+        }
+        out
+    }
+
+    pub fn decode(mut p: &[u8]) -> Result<LinkRecord, Corrupt> {
+        let p = &mut p;
+        if take(p, 1)?[0] != FORMAT {
+            return Err(Corrupt("unknown link record format".into()));
+        }
+        let flags = take(p, 1)?[0];
+        let created_at = u64_at(p)?;
+        let ttl_ms = u64_at(p)?;
+        let account = get_bytes(p)?.to_vec();
+        let target = get_string(p)?;
+        let mut apps = [None, None];
+        for app in apps.iter_mut() {
+            if take(p, 1)?[0] == 1 {
+                *app = Some(get_string(p)?);
+            }
+        }
+        if !p.is_empty() {
+            return Err(Corrupt("trailing bytes after link record".into()));
+        }
+        let [ios, android] = apps;
+        Ok(LinkRecord {
+            flags,
+            created_at,
+            ttl_ms,
+            account,
+            target,
+            ios,
+            android,
+        })
+    }
+}
+
+/// Visit statistics: `u64 total, u64 last visit, u8 n, n × (u32 day, u64)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub total: u64,
+    pub last_visit: u64,
+    /// (unix day, visits), oldest first, at most [`STATS_DAYS`] days.
+    pub days: Vec<(u32, u64)>,
+}
+
+impl Stats {
+    /// Add `n` visits on `day`, keep only the last [`STATS_DAYS`] days
+    /// up to `today`.
+    pub fn add(&mut self, day: u32, n: u64, last_visit: u64, today: u32) {
+        self.total = self.total.saturating_add(n);
+        self.last_visit = self.last_visit.max(last_visit);
+        match self.days.binary_search_by_key(&day, |(d, _)| *d) {
+            Ok(i) => self.days[i].1 = self.days[i].1.saturating_add(n),
+            Err(i) => self.days.insert(i, (day, n)),
+        }
+        self.prune(today);
+    }
+
+    pub fn prune(&mut self, today: u32) {
+        let oldest = today.saturating_sub(STATS_DAYS - 1);
+        self.days.retain(|(d, _)| *d >= oldest && *d <= today);
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(17 + 12 * self.days.len());
+        out.extend_from_slice(&self.total.to_be_bytes());
+        out.extend_from_slice(&self.last_visit.to_be_bytes());
+        out.push(self.days.len().min(u8::MAX as usize) as u8);
+        for (d, n) in self.days.iter().take(u8::MAX as usize) {
+            out.extend_from_slice(&d.to_be_bytes());
+            out.extend_from_slice(&n.to_be_bytes());
+        }
+        out
+    }
+
+    pub fn decode(mut p: &[u8]) -> Result<Stats, Corrupt> {
+        let p = &mut p;
+        let total = u64_at(p)?;
+        let last_visit = u64_at(p)?;
+        let n = take(p, 1)?[0] as usize;
+        let mut days = Vec::with_capacity(n);
+        for _ in 0..n {
+            let d = u32::from_be_bytes(take(p, 4)?.try_into().expect("4 bytes"));
+            days.push((d, u64_at(p)?));
+        }
+        if !p.is_empty() {
+            return Err(Corrupt("trailing bytes after link stats".into()));
+        }
+        Ok(Stats {
+            total,
+            last_visit,
+            days,
+        })
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    // Accounts (≤ 1 KiB) and URLs (≤ 4 KiB) are checked at decode.
+    debug_assert!(b.len() <= u16::MAX as usize);
+    out.extend_from_slice(&(b.len() as u16).to_be_bytes());
+    out.extend_from_slice(b);
+}
+
+fn take<'a>(p: &mut &'a [u8], n: usize) -> Result<&'a [u8], Corrupt> {
+    if p.len() < n {
+        return Err(Corrupt("link record is truncated".into()));
+    }
+    let (a, b) = p.split_at(n);
+    *p = b;
+    Ok(a)
+}
+
+fn u64_at(p: &mut &[u8]) -> Result<u64, Corrupt> {
+    Ok(u64::from_be_bytes(take(p, 8)?.try_into().expect("8 bytes")))
+}
+
+fn get_bytes<'a>(p: &mut &'a [u8]) -> Result<&'a [u8], Corrupt> {
+    let n = u16::from_be_bytes(take(p, 2)?.try_into().expect("2 bytes")) as usize;
+    take(p, n)
+}
+
+fn get_string(p: &mut &[u8]) -> Result<String, Corrupt> {
+    String::from_utf8(get_bytes(p)?.to_vec()).map_err(|_| Corrupt("link URL is not UTF-8".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_round_trip() {
+        let r = LinkRecord {
+            flags: FLAG_PERMANENT | FLAG_ALIAS,
+            created_at: 17,
+            ttl_ms: 86_400_000,
+            account: b"acme".to_vec(),
+            target: "https://example.com/a?b=c".into(),
+            ios: Some("myapp://x".into()),
+            android: None,
+        };
+        let raw = r.encode();
+        assert_eq!(LinkRecord::decode(&raw).unwrap(), r);
+        assert!(LinkRecord::decode(&raw[..raw.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn stats_keep_thirty_days() {
+        let mut s = Stats::default();
+        for day in 100..140 {
+            s.add(day, 2, u64::from(day) * 1000, day);
+        }
+        assert_eq!(s.total, 80);
+        assert_eq!(s.days.len(), 30);
+        assert_eq!(s.days[0], (110, 2));
+        assert_eq!(s.last_visit, 139_000);
+        assert_eq!(Stats::decode(&s.encode()).unwrap(), s);
+        s.add(139, 5, 0, 139);
+        assert_eq!(s.days.last(), Some(&(139, 7)));
+    }
+}

@@ -1,0 +1,351 @@
+//! The redirect listener (`links.redirect_listen`, `--redirect ADDR`; off by
+//! default): `GET /{code}` answers 302 (301 for permanent links) with the
+//! target, a deep link for iOS/Android visitors when the link has an app URL
+//! for their platform, or a small 404 page; `GET /{code}/qr` is a QR code of
+//! the short URL (PNG, or SVG with `?format=svg`).
+//!
+//! Each request becomes a LINK_RESOLVE (or LINK_INFO for QR codes) job on
+//! the shard of the code's slot, answered through a oneshot channel — the
+//! same path as a protocol request, so visits are counted and expiry slides.
+
+use crate::server::NodeShared;
+use crate::shard::{Job, ReplyTo};
+use crate::storage::keys::shard_of_slot;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use rush_protocol::cmd::links::code::check_code;
+use rush_protocol::cmd::{LinkInfo, LinkResolve, ResolveReply};
+use rush_protocol::{ErrorCode, Reply, Request, RushError, Target};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
+
+/// Serve until `shutdown` turns true, then finish requests in flight.
+pub async fn serve(
+    listener: TcpListener,
+    node: Arc<NodeShared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let app = Router::new()
+        .route("/{code}", get(redirect))
+        .route("/{code}/qr", get(qr))
+        .fallback(fallback)
+        .with_state(node);
+    let stop = async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::error!(error = %e, "redirect listener failed");
+    }
+}
+
+/// Run a link request on the shard that owns its code.
+async fn call(node: &NodeShared, request: Request) -> Result<Reply, RushError> {
+    let Target::Slot(slot) = request.target()? else {
+        return Err(RushError::internal("a link request without a slot"));
+    };
+    let (tx, rx) = oneshot::channel();
+    let shard = &node.shards[shard_of_slot(slot, node.shards.len())];
+    shard
+        .submit(Job {
+            request,
+            reply: ReplyTo::Once(tx),
+        })
+        .map_err(|(_, e)| e)?;
+    rx.await
+        .map_err(|_| RushError::unavailable("the shard stopped before answering"))?
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Platform {
+    Ios,
+    Android,
+    Other,
+}
+
+fn platform(headers: &HeaderMap) -> Platform {
+    let ua = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if ua.contains("iPhone") || ua.contains("iPad") || ua.contains("iPod") {
+        Platform::Ios
+    } else if ua.contains("Android") {
+        Platform::Android
+    } else {
+        Platform::Other
+    }
+}
+
+async fn redirect(
+    State(node): State<Arc<NodeShared>>,
+    Path(code): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let response = match check_code("code", &code) {
+        Err(_) => not_found(),
+        Ok(()) => match call(&node, LinkResolve::new(code).into()).await {
+            Ok(Reply::LinkResolve(link)) => visit(link, platform(&headers)),
+            Ok(_) => error_page(StatusCode::INTERNAL_SERVER_ERROR, "unexpected answer"),
+            Err(e) => from_error(&e),
+        },
+    };
+    node.metrics.links.redirect(response.status().as_u16());
+    response
+}
+
+/// Where a visitor goes: the app link of their platform, else the target.
+fn visit(link: ResolveReply, platform: Platform) -> Response {
+    let app = match platform {
+        Platform::Ios => link.ios.as_deref(),
+        Platform::Android => link.android.as_deref(),
+        Platform::Other => None,
+    };
+    match app {
+        // Universal links / App Links are web URLs the OS hands to the app.
+        Some(app) if is_web(app) => redirect_to(app, StatusCode::FOUND),
+        // A custom scheme: a page that opens the app and falls back to the
+        // target when the app isn't installed.
+        Some(app) => app_page(app, &link.target),
+        None if link.permanent => redirect_to(&link.target, StatusCode::MOVED_PERMANENTLY),
+        None => redirect_to(&link.target, StatusCode::FOUND),
+    }
+}
+
+fn is_web(url: &str) -> bool {
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
+}
+
+fn redirect_to(url: &str, status: StatusCode) -> Response {
+    let mut r = status.into_response();
+    let h = r.headers_mut();
+    h.insert(header::LOCATION, location(url));
+    if status == StatusCode::FOUND {
+        // Every visit should reach us (and be counted).
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("private, no-store"),
+        );
+    }
+    r
+}
+
+/// A header value for a validated URL: ASCII is kept as is (validation
+/// already refused controls and whitespace); other bytes are percent-encoded.
+fn location(url: &str) -> HeaderValue {
+    let mut s = String::with_capacity(url.len());
+    for b in url.bytes() {
+        if b.is_ascii_graphic() {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    HeaderValue::from_str(&s).unwrap_or_else(|_| HeaderValue::from_static("/"))
+}
+
+fn app_page(app: &str, fallback: &str) -> Response {
+    let body = format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <title>Opening the app…</title>\
+         <script>window.location.replace({app_js});\
+         setTimeout(function(){{window.location.replace({fallback_js});}},1500);</script>\
+         </head><body><p><a href=\"{app_html}\">Open in the app</a> · \
+         <a href=\"{fallback_html}\">Continue to the website</a></p></body></html>\n",
+        app_js = js_string(app),
+        fallback_js = js_string(fallback),
+        app_html = html_escape(app),
+        fallback_html = html_escape(fallback),
+    );
+    page(StatusCode::OK, body)
+}
+
+fn page(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
+            (
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("private, no-store"),
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn not_found() -> Response {
+    page(
+        StatusCode::NOT_FOUND,
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Link not found</title></head>\
+         <body><h1>Link not found</h1><p>This short link does not exist or has expired.</p>\
+         </body></html>\n"
+            .to_string(),
+    )
+}
+
+fn error_page(status: StatusCode, what: &str) -> Response {
+    page(
+        status,
+        format!(
+            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{s}</title></head>\
+             <body><h1>{s}</h1><p>{w}</p></body></html>\n",
+            s = status,
+            w = html_escape(what)
+        ),
+    )
+}
+
+fn from_error(e: &RushError) -> Response {
+    match e.code {
+        ErrorCode::NotFound => not_found(),
+        ErrorCode::Busy | ErrorCode::Unavailable => {
+            let mut r = error_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Busy; try again in a moment.",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            r
+        }
+        _ => {
+            tracing::warn!(error = %e, "redirect failed");
+            error_page(StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong.")
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct QrQuery {
+    format: Option<String>,
+}
+
+async fn qr(
+    State(node): State<Arc<NodeShared>>,
+    Path(code): Path<String>,
+    Query(q): Query<QrQuery>,
+) -> Response {
+    let svg = match q.format.as_deref() {
+        None | Some("png") => false,
+        Some("svg") => true,
+        Some(_) => {
+            return error_page(StatusCode::BAD_REQUEST, "format must be png or svg");
+        }
+    };
+    if check_code("code", &code).is_err() {
+        return not_found();
+    }
+    // LINK_INFO, not RESOLVE: showing a QR code is not a visit.
+    let short_url = match call(&node, LinkInfo::new(code).into()).await {
+        Ok(Reply::LinkInfo(info)) => info.short_url,
+        Ok(_) => return error_page(StatusCode::INTERNAL_SERVER_ERROR, "unexpected answer"),
+        Err(e) => return from_error(&e),
+    };
+    let rendered = if svg {
+        super::qr::svg(&short_url).map(|s| ("image/svg+xml", s.into_bytes()))
+    } else {
+        super::qr::png(&short_url).map(|p| ("image/png", p))
+    };
+    match rendered {
+        Ok((ctype, body)) => (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, HeaderValue::from_static(ctype)),
+                (
+                    header::CACHE_CONTROL,
+                    HeaderValue::from_static("public, max-age=300"),
+                ),
+            ],
+            body,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "QR rendering failed");
+            error_page(StatusCode::INTERNAL_SERVER_ERROR, "QR rendering failed")
+        }
+    }
+}
+
+async fn fallback(State(node): State<Arc<NodeShared>>) -> Response {
+    node.metrics.links.redirect(404);
+    not_found()
+}
+
+fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A JavaScript string literal that can't end the string or the script element.
+fn js_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' | '\\' | '<' | '>' | '&' | '\'' | '\u{2028}' | '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes() {
+        assert_eq!(
+            js_string("a\"</script>"),
+            "\"a\\u0022\\u003c/script\\u003e\""
+        );
+        assert_eq!(html_escape("a\"<b>&"), "a&quot;&lt;b&gt;&amp;");
+        assert_eq!(
+            location("https://e.com/ä").to_str().unwrap(),
+            "https://e.com/%C3%A4"
+        );
+    }
+
+    #[test]
+    fn platforms() {
+        let ua = |s: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::USER_AGENT, HeaderValue::from_static(s));
+            platform(&h)
+        };
+        assert_eq!(
+            ua("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X)"),
+            Platform::Ios
+        );
+        assert_eq!(
+            ua("Mozilla/5.0 (Linux; Android 14; Pixel 8)"),
+            Platform::Android
+        );
+        assert_eq!(ua("curl/8.0"), Platform::Other);
+    }
+}

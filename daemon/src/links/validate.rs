@@ -1,0 +1,163 @@
+//! What a link may point to. Every rule answers BAD_REQUEST naming the field
+//! and the rule, and runs before anything is written:
+//!
+//! - targets are `http` or `https` URLs with a host; app (deep) links may
+//!   also use a scheme listed in `links.app_schemes`;
+//! - `javascript:`, `data:` (and `vbscript:`, `file:`, `blob:`) never, in
+//!   any letter case, whatever the configuration says;
+//! - at most 4 KiB (longer is TOO_LARGE, at decode);
+//! - no control characters and no whitespace anywhere;
+//! - every `%` starts a valid escape (`%` and two hex digits).
+
+use super::config::FORBIDDEN_SCHEMES;
+use rush_protocol::limits::MAX_URL;
+use rush_protocol::{ErrorCode, RushError};
+
+#[derive(Debug, Clone, Default)]
+pub struct UrlRules {
+    /// Configured app schemes, lowercase.
+    app_schemes: Vec<String>,
+}
+
+impl UrlRules {
+    pub fn new(app_schemes: &[String]) -> Self {
+        UrlRules {
+            app_schemes: app_schemes.iter().map(|s| s.to_ascii_lowercase()).collect(),
+        }
+    }
+
+    /// A redirect target: http or https only.
+    pub fn check_target(&self, field: &str, url: &str) -> Result<(), RushError> {
+        self.check(field, url, false)
+    }
+
+    /// An app link: http, https or a configured app scheme.
+    pub fn check_app(&self, field: &str, url: &str) -> Result<(), RushError> {
+        self.check(field, url, true)
+    }
+
+    fn check(&self, field: &str, url: &str, app: bool) -> Result<(), RushError> {
+        let bad = |why: String| Err(RushError::bad_request(format!("{field}: {why}")));
+        if url.is_empty() {
+            return bad("is empty".into());
+        }
+        if url.len() > MAX_URL {
+            return Err(RushError::new(
+                ErrorCode::TooLarge,
+                format!("{field}: {} bytes, over the limit of {MAX_URL}", url.len()),
+            ));
+        }
+        if let Some((i, c)) = url.char_indices().find(|(_, c)| c.is_control()) {
+            return bad(format!("control character {c:?} at byte {i}"));
+        }
+        if let Some((i, _)) = url.char_indices().find(|(_, c)| c.is_whitespace()) {
+            return bad(format!("whitespace at byte {i}"));
+        }
+        let b = url.as_bytes();
+        for (i, _) in b.iter().enumerate().filter(|(_, &c)| c == b'%') {
+            let ok =
+                b.len() > i + 2 && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
+            if !ok {
+                return bad(format!("invalid percent-encoding at byte {i}"));
+            }
+        }
+        let Some(colon) = url.find(':') else {
+            return bad("has no scheme (use an absolute http or https URL)".into());
+        };
+        let scheme = &url[..colon];
+        let valid_scheme = scheme
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+        if !valid_scheme {
+            return bad("has no scheme (use an absolute http or https URL)".into());
+        }
+        let scheme = scheme.to_ascii_lowercase();
+        if FORBIDDEN_SCHEMES.contains(&scheme.as_str()) {
+            return bad(format!("{scheme}: URLs are never allowed"));
+        }
+        let rest = &url[colon + 1..];
+        match scheme.as_str() {
+            "http" | "https" => {
+                let Some(after) = rest.strip_prefix("//") else {
+                    return bad(format!("{scheme} URL needs //host"));
+                };
+                let authority = after.split(['/', '?', '#']).next().unwrap_or("");
+                let host_port = authority.rsplit('@').next().unwrap_or("");
+                let host = if host_port.starts_with('[') {
+                    host_port.split(']').next().map(|h| &h[1..]).unwrap_or("")
+                } else {
+                    host_port.split(':').next().unwrap_or("")
+                };
+                if host.is_empty() {
+                    return bad(format!("{scheme} URL has no host"));
+                }
+                Ok(())
+            }
+            s if app && self.app_schemes.iter().any(|a| a == s) => {
+                if rest.is_empty() {
+                    return bad(format!("{s}: URL is empty after the scheme"));
+                }
+                Ok(())
+            }
+            s if app => bad(format!(
+                "scheme {s:?} is not allowed (http, https or a configured app scheme)"
+            )),
+            s => bad(format!("scheme {s:?} is not allowed (only http and https)")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules() {
+        let r = UrlRules::new(&["MyApp".into()]);
+        for ok in [
+            "https://example.com",
+            "http://example.com:8080/a/b?c=d&e=%20f#frag",
+            "HTTPS://user@example.com/",
+            "https://[::1]:80/x",
+            "https://例え.jp/パス",
+        ] {
+            assert!(r.check_target("url", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "example.com",
+            "/relative",
+            "ftp://example.com",
+            "javascript:alert(1)",
+            "JavaScript:alert(1)",
+            "data:text/html,<script>",
+            "https://exa mple.com",
+            "https://example.com/\u{7f}",
+            "https://example.com/\tx",
+            "https://example.com/\u{a0}",
+            "https://example.com/%zz",
+            "https://example.com/%4",
+            "https:/example.com",
+            "https://",
+            "https://:80/",
+            "myapp://open",
+        ] {
+            let e = r.check_target("url", bad).unwrap_err();
+            assert_eq!(e.code, ErrorCode::BadRequest, "{bad}");
+        }
+        assert!(r.check_app("ios", "myapp://open/1").is_ok());
+        assert!(r.check_app("ios", "https://app.example/1").is_ok());
+        assert!(r.check_app("ios", "otherapp://x").is_err());
+        assert!(r.check_app("ios", "myapp:").is_err());
+        assert!(r.check_app("ios", "javascript:x").is_err());
+        let long = format!("https://e.com/{}", "a".repeat(MAX_URL));
+        assert_eq!(
+            r.check_target("url", &long).unwrap_err().code,
+            ErrorCode::TooLarge
+        );
+    }
+}

@@ -1,0 +1,161 @@
+//! Visit counting without a write per visit.
+//!
+//! A resolve adds to an in-memory counter of its code; the shard's tick
+//! (every `storage.tick_ms`, and once more at shutdown) merges the counters
+//! into each link's stored statistics in one group commit, not synced. So a
+//! hot link costs one statistics write per tick, not one synced write per
+//! visit. What a crash may lose: the visits counted since the last tick
+//! (≤ `tick_ms`) on a kill -9, plus unsynced WAL writes on a power loss.
+//! Link creation, update and delete are synced and lose nothing.
+//!
+//! Bounded memory: past [`MAX_PENDING`] distinct codes between two ticks, a
+//! visit to a new code is merged into storage at once instead.
+
+use super::record::Stats;
+use crate::kv::storage_error;
+use crate::shard::txn::Txn;
+use crate::storage::keys;
+use crate::storage::value::{self, kind, Stored};
+use hashbrown::HashMap;
+use rush_protocol::{link_slot, RushError};
+
+/// Most distinct codes buffered between two ticks per shard.
+pub const MAX_PENDING: usize = 100_000;
+const DAY_MS: u64 = 86_400_000;
+
+pub fn day_of(ms: u64) -> u32 {
+    (ms / DAY_MS) as u32
+}
+
+/// Visits to one code not yet in storage.
+#[derive(Debug, Clone, Default)]
+pub struct Pending {
+    pub count: u64,
+    pub last: u64,
+    /// (day, visits); almost always one day.
+    pub days: Vec<(u32, u64)>,
+    /// The link's expiry as of its last visit (its statistics expire with it).
+    pub expires_at: u64,
+}
+
+impl Pending {
+    fn add(&mut self, now: u64, expires_at: u64) {
+        self.count += 1;
+        self.last = self.last.max(now);
+        self.expires_at = expires_at;
+        let day = day_of(now);
+        match self.days.iter_mut().find(|(d, _)| *d == day) {
+            Some((_, n)) => *n += 1,
+            None => self.days.push((day, 1)),
+        }
+    }
+
+    /// Fold into stored statistics.
+    pub fn merge_into(&self, stats: &mut Stats, today: u32) {
+        for &(day, n) in &self.days {
+            stats.add(day, n, self.last, today);
+        }
+        stats.prune(today);
+    }
+}
+
+#[derive(Default)]
+pub struct Visits {
+    /// Code → visits since the last flush. Keyed by the code alone: it
+    /// determines the slot.
+    pending: HashMap<Vec<u8>, Pending>,
+}
+
+impl Visits {
+    /// Count a visit to `code` (in `slot`) whose link now expires at `expires_at`.
+    pub fn record(
+        &mut self,
+        slot: u16,
+        code: &[u8],
+        now: u64,
+        expires_at: u64,
+        txn: &mut Txn,
+    ) -> Result<(), RushError> {
+        if let Some(p) = self.pending.get_mut(code) {
+            p.add(now, expires_at);
+            return Ok(());
+        }
+        let mut p = Pending::default();
+        p.add(now, expires_at);
+        if self.pending.len() < MAX_PENDING {
+            self.pending.insert(code.to_vec(), p);
+            Ok(())
+        } else {
+            write(slot, code, &p, now, txn)
+        }
+    }
+
+    pub fn pending(&self, code: &[u8]) -> Option<&Pending> {
+        self.pending.get(code)
+    }
+
+    /// The link is gone (deleted, or its code taken by a new link).
+    pub fn forget(&mut self, code: &[u8]) {
+        self.pending.remove(code);
+    }
+
+    /// The link's expiry changed (LINK_UPDATE).
+    pub fn set_expiry(&mut self, code: &[u8], expires_at: u64) {
+        if let Some(p) = self.pending.get_mut(code) {
+            p.expires_at = expires_at;
+        }
+    }
+
+    /// Merge every buffered counter into storage, one request per code.
+    pub fn flush(&mut self, now: u64, txn: &mut Txn) {
+        for (code, p) in self.pending.drain() {
+            let ok = write(link_slot(&code), &code, &p, now, txn);
+            if let Err(e) = &ok {
+                tracing::warn!(code = %String::from_utf8_lossy(&code), error = %e, "visit statistics not written");
+            }
+            txn.finish_request(ok.is_ok());
+        }
+    }
+
+    /// Forget everything (a commit failed: counters may belong to links
+    /// whose creation never reached the disk).
+    pub fn clear(&mut self) {
+        self.pending.clear();
+    }
+}
+
+/// Stored statistics of a code, whatever their header's expiry says (the
+/// link's own liveness decides; leftovers of an earlier link under the same
+/// code are removed when the code is taken again).
+pub fn load_stats(slot: u16, code: &[u8], txn: &Txn) -> Result<Stats, RushError> {
+    match txn
+        .get(&keys::link_stats(slot, code))
+        .map_err(storage_error)?
+    {
+        None => Ok(Stats::default()),
+        Some(raw) => {
+            let s = Stored::decode(&raw).map_err(|e| RushError::internal(e.to_string()))?;
+            if s.kind != kind::LINK_STATS {
+                return Err(RushError::internal(format!(
+                    "link stats of kind {}",
+                    s.kind
+                )));
+            }
+            Stats::decode(s.payload).map_err(|e| RushError::internal(e.to_string()))
+        }
+    }
+}
+
+pub fn store_stats(slot: u16, code: &[u8], stats: &Stats, expires_at: u64, txn: &mut Txn) {
+    txn.put(
+        keys::link_stats(slot, code),
+        value::encode(kind::LINK_STATS, expires_at, &stats.encode()),
+    );
+}
+
+fn write(slot: u16, code: &[u8], p: &Pending, now: u64, txn: &mut Txn) -> Result<(), RushError> {
+    let mut stats = load_stats(slot, code, txn)?;
+    p.merge_into(&mut stats, day_of(now));
+    store_stats(slot, code, &stats, p.expires_at, txn);
+    Ok(())
+}

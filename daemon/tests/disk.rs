@@ -55,7 +55,16 @@ async fn full_disk_refuses_writes_keeps_reads_and_recovers() {
         c.storage.write_buffer_mb = 4;
     })
     .await;
-    let c = &node.client;
+    // A client that reports UNAVAILABLE at once instead of retrying it.
+    let c = &rush_client::Client::connect_with(
+        &node.addr().to_string(),
+        rush_client::ClientOptions {
+            retry_deadline: Duration::ZERO,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     let mut acked = Vec::new();
     for i in 0..200 {
         c.set(format!("before:{i}"), "x".repeat(200)).await.unwrap();
@@ -66,7 +75,7 @@ async fn full_disk_refuses_writes_keeps_reads_and_recovers() {
     // Write until the disk refuses; every refusal is UNAVAILABLE.
     let mut refused = 0;
     for i in 0..20_000 {
-        match c.set(format!("during:{i}"), "y".repeat(1000)).await {
+        match c.set(format!("during:{i}"), "y".repeat(32 * 1024)).await {
             Ok(_) => acked.push(format!("during:{i}")),
             Err(e) => {
                 assert_eq!(e.code(), Some(ErrorCode::Unavailable), "{e}");

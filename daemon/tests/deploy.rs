@@ -848,7 +848,9 @@ fn dashboard_queries() -> Vec<(String, String)> {
     }
     // Template variables: label_values(SELECTOR, label).
     for v in d["templating"]["list"].as_array().unwrap() {
-        if let Some(q) = v["query"]["query"].as_str() {
+        // A string (the classic form) or {"query": ...} (newer editors).
+        let q = v["query"].as_str().or_else(|| v["query"]["query"].as_str());
+        if let Some(q) = q.filter(|_| v["type"] == "query") {
             let inner = q
                 .strip_prefix("label_values(")
                 .and_then(|q| q.rsplit_once(','))

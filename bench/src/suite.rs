@@ -23,7 +23,40 @@ use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// The server running now (pid and data directory), for the signal handler:
+/// an interrupted suite kills it and removes its data before exiting.
+static ACTIVE: Mutex<Option<(u32, PathBuf)>> = Mutex::new(None);
+
+/// On SIGINT/SIGTERM: kill the running server, remove its data directory,
+/// exit 130. (Drop would not run: the signal ends the process.)
+fn install_signal_handler(rt: &tokio::runtime::Runtime) {
+    rt.spawn(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        eprintln!("rush-bench suite: interrupted; stopping the server");
+        if let Some((pid, dir)) = ACTIVE.lock().expect("not poisoned").take() {
+            // SAFETY: kill/waitpid on our own child.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGKILL);
+                libc::waitpid(pid as i32, std::ptr::null_mut(), 0);
+            }
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        std::process::exit(130);
+    });
+}
 
 /// The servers the suite compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -209,6 +242,7 @@ pub fn run_suite(opts: &SuiteOptions, rt: &tokio::runtime::Runtime) -> anyhow::R
             .collect::<anyhow::Result<_>>()?
     };
     let data_parent = data_parent(opts.data_dir.as_deref())?;
+    install_signal_handler(rt);
     let started = Instant::now();
     let mut results = SuiteResults {
         mode: if opts.quick { "quick" } else { "full" }.into(),
@@ -345,7 +379,7 @@ struct Server {
     target: Target,
     name: &'static str,
     /// Removed when the server is dropped (after the process is gone).
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Server {
@@ -354,11 +388,14 @@ impl Server {
             .prefix(&format!("rush-bench-{}-", kind.key()))
             .tempdir_in(data_parent)
             .context("creating a data directory")?;
-        match kind {
+        let server = match kind {
             ServerKind::Rush => start_rushd(&opts.rushd, opts.shards, dir),
             ServerKind::RedisEverysec => start_redis(&opts.redis_server, "everysec", dir),
             ServerKind::RedisAlways => start_redis(&opts.redis_server, "always", dir),
-        }
+        }?;
+        *ACTIVE.lock().expect("not poisoned") =
+            Some((server.child.id(), server.dir.path().to_path_buf()));
+        Ok(server)
     }
 
     /// SIGTERM, then wait (SIGKILL after 20 s).
@@ -388,6 +425,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        ACTIVE.lock().expect("not poisoned").take();
         if let Ok(None) = self.child.try_wait() {
             let _ = self.child.kill();
             let _ = self.child.wait();
@@ -453,7 +491,7 @@ fn start_rushd(bin: &Path, shards: Option<usize>, dir: tempfile::TempDir) -> any
         child,
         target,
         name: "rushd",
-        _dir: dir,
+        dir,
     })
 }
 
@@ -499,7 +537,7 @@ fn start_redis(bin: &Path, fsync: &str, dir: tempfile::TempDir) -> anyhow::Resul
         child,
         target: format!("redis://{addr}").parse().map_err(|e: String| anyhow::anyhow!(e))?,
         name: "redis-server",
-        _dir: dir,
+        dir,
     })
 }
 

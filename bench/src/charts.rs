@@ -11,8 +11,8 @@
 use crate::report::{peak_run, sweep_runs};
 use crate::suite::{ServerKind, SuiteResults};
 use plotters::coord::combinators::IntoLogRange;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -70,6 +70,9 @@ fn color(k: ServerKind) -> RGBColor {
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
+/// (offered rate, latency ms) points of one line.
+type Points = Vec<(f64, f64)>;
+
 /// Draw every chart the results allow into `out`.
 pub fn draw_all(results: &SuiteResults, out: &Path) -> Drawn {
     let mut drawn = Drawn::default();
@@ -111,7 +114,10 @@ fn servers(results: &SuiteResults) -> Vec<ServerKind> {
 
 /// Grouped bars: one group per workload, one bar per server, at the deepest
 /// pipeline the suite ran. Returns false when there is nothing to draw.
-fn throughput_chart(results: &SuiteResults, path: &Path) -> Result<bool, Box<dyn std::error::Error>> {
+fn throughput_chart(
+    results: &SuiteResults,
+    path: &Path,
+) -> Result<bool, Box<dyn std::error::Error>> {
     let top = results
         .runs
         .iter()
@@ -137,7 +143,10 @@ fn throughput_chart(results: &SuiteResults, path: &Path) -> Result<bool, Box<dyn
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!("Throughput, {} connections × {top} in flight", results.connections),
+            format!(
+                "Throughput, {} connections × {top} in flight",
+                results.connections
+            ),
             ("sans-serif", 24),
         )
         .margin(16)
@@ -159,7 +168,8 @@ fn throughput_chart(results: &SuiteResults, path: &Path) -> Result<bool, Box<dyn
             .iter()
             .enumerate()
             .filter_map(|(i, w)| {
-                peak_run(results, w, *k, top).map(|r| (i as f64 + 0.1 + j as f64 * width, r.report.throughput))
+                peak_run(results, w, *k, top)
+                    .map(|r| (i as f64 + 0.1 + j as f64 * width, r.report.throughput))
             })
             .collect();
         chart
@@ -213,20 +223,30 @@ fn short(v: f64) -> String {
 /// per server, log-scaled milliseconds.
 fn latency_chart(results: &SuiteResults, workload: &str, path: &Path) -> DrawResult {
     let servers = servers(results);
-    let mut lines: Vec<(ServerKind, Vec<(f64, f64)>, Vec<(f64, f64)>)> = Vec::new();
+    let mut lines: Vec<(ServerKind, Points, Points)> = Vec::new();
     let (mut max_x, mut lo, mut hi) = (0.0f64, f64::MAX, 0.0f64);
     for k in servers {
         let runs = sweep_runs(results, workload, k);
         if runs.is_empty() {
             continue;
         }
-        let p99: Vec<(f64, f64)> = runs
+        let p99: Points = runs
             .iter()
-            .map(|r| (r.report.rate.unwrap_or(0.0), (r.report.latency.p99_us / 1000.0).max(0.001)))
+            .map(|r| {
+                (
+                    r.report.rate.unwrap_or(0.0),
+                    (r.report.latency.p99_us / 1000.0).max(0.001),
+                )
+            })
             .collect();
-        let p50: Vec<(f64, f64)> = runs
+        let p50: Points = runs
             .iter()
-            .map(|r| (r.report.rate.unwrap_or(0.0), (r.report.latency.p50_us / 1000.0).max(0.001)))
+            .map(|r| {
+                (
+                    r.report.rate.unwrap_or(0.0),
+                    (r.report.latency.p50_us / 1000.0).max(0.001),
+                )
+            })
             .collect();
         for &(x, y) in p99.iter().chain(&p50) {
             max_x = max_x.max(x);
@@ -273,7 +293,9 @@ fn latency_chart(results: &SuiteResults, workload: &str, path: &Path) -> DrawRes
         chart
             .draw_series(LineSeries::new(p50, c.mix(0.6).stroke_width(1)))?
             .label(format!("{} p50", k.label()))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.mix(0.6).stroke_width(1)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], c.mix(0.6).stroke_width(1))
+            });
     }
     chart
         .configure_series_labels()

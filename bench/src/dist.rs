@@ -91,7 +91,10 @@ pub struct Zipf {
 
 impl Zipf {
     pub fn new(n: u64, exponent: f64) -> Zipf {
-        assert!(n >= 1 && exponent > 0.0, "zipf needs n >= 1 and exponent > 0");
+        assert!(
+            n >= 1 && exponent > 0.0,
+            "zipf needs n >= 1 and exponent > 0"
+        );
         let mut z = Zipf {
             n: n as f64,
             exponent,

@@ -27,7 +27,7 @@ use crate::workload::{Params, RedisConn, RushConn, Workload};
 use anyhow::{bail, Context};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -151,12 +151,14 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         stop: opts.stop,
     });
     let live = Arc::new(Live::default());
+    let (done_tx, done_rx) = tokio::sync::watch::channel(false);
     let progress = opts.progress.then(|| {
         tokio::spawn(progress_loop(
             W::NAME,
             opts.target.to_string(),
             schedule.clone(),
             live.clone(),
+            done_rx,
         ))
     });
 
@@ -182,7 +184,7 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         total.merge(tally);
         last = last.max(done);
     }
-    live.done.store(true, Ordering::Relaxed);
+    let _ = done_tx.send(true);
     if let Some(p) = progress {
         let _ = p.await;
     }
@@ -194,7 +196,12 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         target: opts.target.to_string(),
         label: opts.label.clone(),
         durability: opts.durability.clone(),
-        mode: if opts.rate.is_some() { "open" } else { "closed" }.to_string(),
+        mode: if opts.rate.is_some() {
+            "open"
+        } else {
+            "closed"
+        }
+        .to_string(),
         connections: opts.connections,
         pipeline: opts.pipeline,
         rate: opts.rate,
@@ -256,9 +263,8 @@ impl Schedule {
     /// How far the open-loop schedule is ahead of the sends (zero when on time).
     fn lag(&self) -> Duration {
         match self.rate {
-            Some(r) => Instant::now().saturating_duration_since(
-                self.due(self.next.load(Ordering::Relaxed), r),
-            ),
+            Some(r) => Instant::now()
+                .saturating_duration_since(self.due(self.next.load(Ordering::Relaxed), r)),
             None => Duration::ZERO,
         }
     }
@@ -269,7 +275,6 @@ impl Schedule {
 struct Live {
     ok: AtomicU64,
     errors: AtomicU64,
-    done: AtomicBool,
 }
 
 struct LaneState<L> {
@@ -331,7 +336,13 @@ async fn one<W: Workload>(
     (lane, start.elapsed(), outcome)
 }
 
-async fn progress_loop(name: &'static str, target: String, schedule: Arc<Schedule>, live: Arc<Live>) {
+async fn progress_loop(
+    name: &'static str,
+    target: String,
+    schedule: Arc<Schedule>,
+    live: Arc<Live>,
+    mut done: tokio::sync::watch::Receiver<bool>,
+) {
     let tty = std::io::stderr().is_terminal();
     let mut tick = tokio::time::interval_at(
         (schedule.t0 + Duration::from_secs(1)).into(),
@@ -340,9 +351,9 @@ async fn progress_loop(name: &'static str, target: String, schedule: Arc<Schedul
     let mut prev = 0u64;
     let mut secs = 0u64;
     loop {
-        tick.tick().await;
-        if live.done.load(Ordering::Relaxed) {
-            break;
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = done.changed() => break,
         }
         secs += 1;
         let ok = live.ok.load(Ordering::Relaxed);
@@ -375,7 +386,7 @@ pub fn group(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

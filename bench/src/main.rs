@@ -236,7 +236,10 @@ fn secs(v: f64, flag: &str) -> anyhow::Result<Duration> {
 
 fn print_summary(r: &RunReport) {
     let mode = match r.rate {
-        Some(rate) => format!("open loop at {} ops/s", rush_bench::driver::group(rate as u64)),
+        Some(rate) => format!(
+            "open loop at {} ops/s",
+            rush_bench::driver::group(rate as u64)
+        ),
         None => "closed loop".into(),
     };
     println!(
@@ -244,7 +247,10 @@ fn print_summary(r: &RunReport) {
         r.workload, r.target, r.connections, r.pipeline, r.elapsed_secs
     );
     if r.preloaded > 0 {
-        println!("  preloaded   {} items in {:.1}s", r.preloaded, r.preload_secs);
+        println!(
+            "  preloaded   {} items in {:.1}s",
+            r.preloaded, r.preload_secs
+        );
     }
     println!(
         "  throughput  {} ops/s ({} ok{}, {} errors)",
@@ -327,8 +333,8 @@ fn run_report(m: &ArgMatches) -> anyhow::Result<ExitCode> {
     let a = ReportArgs::from_arg_matches(m)?;
     let text = std::fs::read_to_string(&a.results)
         .with_context(|| format!("reading {}", a.results.display()))?;
-    let results: suite::SuiteResults = serde_json::from_str(&text)
-        .with_context(|| format!("parsing {}", a.results.display()))?;
+    let results: suite::SuiteResults =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", a.results.display()))?;
     rush_bench::report::write(&results, &a.out)?;
     Ok(ExitCode::SUCCESS)
 }

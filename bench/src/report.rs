@@ -63,13 +63,22 @@ pub fn peak_run<'a>(
 }
 
 /// Open-loop steps of `workload` on `server`, by offered rate.
-pub fn sweep_runs<'a>(results: &'a SuiteResults, workload: &str, server: ServerKind) -> Vec<&'a SuiteRun> {
+pub fn sweep_runs<'a>(
+    results: &'a SuiteResults,
+    workload: &str,
+    server: ServerKind,
+) -> Vec<&'a SuiteRun> {
     let mut v: Vec<_> = results
         .runs
         .iter()
         .filter(|r| r.fraction.is_some() && r.server == server && r.report.workload == workload)
         .collect();
-    v.sort_by(|a, b| a.report.rate.partial_cmp(&b.report.rate).expect("rates are finite"));
+    v.sort_by(|a, b| {
+        a.report
+            .rate
+            .partial_cmp(&b.report.rate)
+            .expect("rates are finite")
+    });
     v
 }
 
@@ -194,7 +203,10 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
         .collect();
 
     // Headline: throughput at the deepest pipeline.
-    let _ = writeln!(s, "## Headline (closed loop, {top} in flight per connection)\n");
+    let _ = writeln!(
+        s,
+        "## Headline (closed loop, {top} in flight per connection)\n"
+    );
     let mut head = String::from("| Workload | Rush ops/s |");
     let mut rule = String::from("|---|---:|");
     for k in &redis {
@@ -204,10 +216,7 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
     let _ = writeln!(s, "{head}\n{rule}");
     for w in &names {
         let rush = peak_run(results, w, ServerKind::Rush, top).map(|r| r.report.throughput);
-        let mut row = format!(
-            "| {w} | {} |",
-            rush.map_or("–".into(), ops)
-        );
+        let mut row = format!("| {w} | {} |", rush.map_or("–".into(), ops));
         for k in &redis {
             let other = peak_run(results, w, *k, top).map(|r| r.report.throughput);
             let _ = write!(
@@ -267,7 +276,9 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
             }
         }
         let _ = writeln!(s);
-        let any_sweep = servers.iter().any(|k| !sweep_runs(results, w, *k).is_empty());
+        let any_sweep = servers
+            .iter()
+            .any(|k| !sweep_runs(results, w, *k).is_empty());
         if any_sweep {
             let _ = writeln!(
                 s,
@@ -335,8 +346,9 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
     let _ = writeln!(s, "## Reproduce\n");
     let _ = writeln!(
         s,
-        "```sh\nbench/compare.sh{}        # builds release binaries, installs redis-server if missing\n```",
-        if results.mode == "quick" { " --quick" } else { "" }
+        "```sh\nbench/compare.sh{}{}    # builds rushd and rush-bench, installs redis-server if missing\n```",
+        if results.mode == "quick" { " --quick" } else { "" },
+        if results.rushd_profile == "debug" { " --debug" } else { "" }
     );
     s
 }

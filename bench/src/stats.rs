@@ -217,10 +217,16 @@ mod tests {
         let mut a = Tally::default();
         a.record(Duration::from_micros(100), &Ok(Outcome::Done));
         a.record(Duration::from_micros(300), &Ok(Outcome::Miss));
-        a.record(Duration::from_micros(5), &Err(OpError::new("BUSY", "first")));
+        a.record(
+            Duration::from_micros(5),
+            &Err(OpError::new("BUSY", "first")),
+        );
         let mut b = Tally::default();
         b.record(Duration::from_micros(200), &Ok(Outcome::Done));
-        b.record(Duration::from_micros(5), &Err(OpError::new("BUSY", "second")));
+        b.record(
+            Duration::from_micros(5),
+            &Err(OpError::new("BUSY", "second")),
+        );
         b.record(
             Duration::from_micros(5),
             &Err(OpError::new("TIMEOUT", "slow")),

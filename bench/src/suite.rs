@@ -97,7 +97,9 @@ impl ServerKind {
     pub fn durability(self) -> &'static str {
         match self {
             ServerKind::Rush => "fsynced before the ack (group commit)",
-            ServerKind::RedisEverysec => "in the AOF, fsynced within ~1 s (the last second can be lost)",
+            ServerKind::RedisEverysec => {
+                "in the AOF, fsynced within ~1 s (the last second can be lost)"
+            }
             ServerKind::RedisAlways => "fsynced before the ack (appendfsync always)",
         }
     }
@@ -232,7 +234,10 @@ impl SuiteResults {
 
 /// Run the suite and write the report; returns the results (check
 /// [`SuiteResults::error_count`] and `failures`).
-pub fn run_suite(opts: &SuiteOptions, rt: &tokio::runtime::Runtime) -> anyhow::Result<SuiteResults> {
+pub fn run_suite(
+    opts: &SuiteOptions,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<SuiteResults> {
     let entries: Vec<_> = if opts.workloads.is_empty() {
         WORKLOADS.iter().collect()
     } else {
@@ -273,6 +278,13 @@ pub fn run_suite(opts: &SuiteOptions, rt: &tokio::runtime::Runtime) -> anyhow::R
         failures: Vec::new(),
     };
 
+    // Open-loop steps use the deepest pipeline, and its peak.
+    let top = opts
+        .pipelines
+        .iter()
+        .copied()
+        .max()
+        .context("no pipeline given")?;
     for &kind in &opts.servers {
         let server = Server::start(kind, opts, &data_parent)
             .with_context(|| format!("starting {}", kind.label()))?;
@@ -285,12 +297,19 @@ pub fn run_suite(opts: &SuiteOptions, rt: &tokio::runtime::Runtime) -> anyhow::R
                 o.params.preload = entry.reads_preloaded;
                 o.load = entry.reads_preloaded && !loaded;
                 o.stop = Stop::Duration(opts.duration);
-                eprintln!("-- {} · {} · {} in flight per connection", entry.name, kind.key(), pipeline);
+                eprintln!(
+                    "-- {} · {} · {} in flight per connection",
+                    entry.name,
+                    kind.key(),
+                    pipeline
+                );
                 match rt.block_on(entry.run(o)) {
                     Ok(r) => {
                         loaded |= entry.reads_preloaded;
                         summarize(&r);
-                        peak = Some(r.throughput);
+                        if pipeline == top {
+                            peak = Some(r.throughput);
+                        }
                         results.runs.push(SuiteRun {
                             server: kind,
                             fraction: None,
@@ -307,14 +326,19 @@ pub fn run_suite(opts: &SuiteOptions, rt: &tokio::runtime::Runtime) -> anyhow::R
             let (Some(peak), true) = (peak, entry.sweep) else {
                 continue;
             };
-            let pipeline = *opts.pipelines.iter().max().expect("a pipeline");
             for &f in &opts.sweep {
                 let rate = (peak * f).max(1.0);
-                let mut o = base_options(opts, kind, &server.target, pipeline);
+                let mut o = base_options(opts, kind, &server.target, top);
                 o.params.preload = entry.reads_preloaded;
                 o.rate = Some(rate);
                 o.stop = Stop::Duration(opts.sweep_duration);
-                eprintln!("-- {} · {} · open loop at {:.0} ops/s ({:.0}% of peak)", entry.name, kind.key(), rate, f * 100.0);
+                eprintln!(
+                    "-- {} · {} · open loop at {:.0} ops/s ({:.0}% of peak)",
+                    entry.name,
+                    kind.key(),
+                    rate,
+                    f * 100.0
+                );
                 match rt.block_on(entry.run(o)) {
                     Ok(r) => {
                         summarize(&r);
@@ -339,7 +363,12 @@ pub fn run_suite(opts: &SuiteOptions, rt: &tokio::runtime::Runtime) -> anyhow::R
     Ok(results)
 }
 
-fn base_options(opts: &SuiteOptions, kind: ServerKind, target: &Target, pipeline: usize) -> RunOptions {
+fn base_options(
+    opts: &SuiteOptions,
+    kind: ServerKind,
+    target: &Target,
+    pipeline: usize,
+) -> RunOptions {
     let mut o = RunOptions::new(target.clone());
     o.connections = opts.connections;
     o.pipeline = pipeline;
@@ -446,13 +475,25 @@ fn spawn_tied(cmd: &mut Command) -> std::io::Result<Child> {
     cmd.spawn()
 }
 
-fn start_rushd(bin: &Path, shards: Option<usize>, dir: tempfile::TempDir) -> anyhow::Result<Server> {
+fn start_rushd(
+    bin: &Path,
+    shards: Option<usize>,
+    dir: tempfile::TempDir,
+) -> anyhow::Result<Server> {
     let mut cmd = Command::new(bin);
-    cmd.args(["--listen", "127.0.0.1:0", "--http", "", "--log", "warn", "--data"])
-        .arg(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--http",
+        "",
+        "--log",
+        "warn",
+        "--data",
+    ])
+    .arg(dir.path())
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
     if let Some(n) = shards {
         cmd.arg("--shards").arg(n.to_string());
     }
@@ -498,12 +539,21 @@ fn start_rushd(bin: &Path, shards: Option<usize>, dir: tempfile::TempDir) -> any
 fn start_redis(bin: &Path, fsync: &str, dir: tempfile::TempDir) -> anyhow::Result<Server> {
     // A free loopback port (the small race with other processes is harmless:
     // the readiness check below would fail loudly).
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let log = dir.path().join("redis.log");
     let mut cmd = Command::new(bin);
     cmd.arg("--port")
         .arg(port.to_string())
-        .args(["--bind", "127.0.0.1", "--protected-mode", "yes", "--daemonize", "no"])
+        .args([
+            "--bind",
+            "127.0.0.1",
+            "--protected-mode",
+            "yes",
+            "--daemonize",
+            "no",
+        ])
         .args(["--appendonly", "yes", "--appendfsync", fsync])
         // RDB snapshots off: the AOF is the durability under test, and a
         // background save mid-run would only add noise.
@@ -535,7 +585,9 @@ fn start_redis(bin: &Path, fsync: &str, dir: tempfile::TempDir) -> anyhow::Resul
     }
     Ok(Server {
         child,
-        target: format!("redis://{addr}").parse().map_err(|e: String| anyhow::anyhow!(e))?,
+        target: format!("redis://{addr}")
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!(e))?,
         name: "redis-server",
         dir,
     })
@@ -558,7 +610,12 @@ fn redis_version(bin: &Path) -> anyhow::Result<String> {
     let out = Command::new(bin)
         .arg("--version")
         .output()
-        .with_context(|| format!("running {} --version (is redis-server installed?)", bin.display()))?;
+        .with_context(|| {
+            format!(
+                "running {} --version (is redis-server installed?)",
+                bin.display()
+            )
+        })?;
     let text = String::from_utf8_lossy(&out.stdout);
     Ok(text
         .split_whitespace()
@@ -568,7 +625,10 @@ fn redis_version(bin: &Path) -> anyhow::Result<String> {
 }
 
 fn profile_of(bin: &Path) -> String {
-    let parts: Vec<_> = bin.components().map(|c| c.as_os_str().to_string_lossy()).collect();
+    let parts: Vec<_> = bin
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect();
     if parts.iter().any(|p| p == "release") {
         "release".into()
     } else if parts.iter().any(|p| p == "debug") {
@@ -590,7 +650,10 @@ fn data_parent(given: Option<&Path>) -> anyhow::Result<PathBuf> {
     }
     let tmp = std::env::temp_dir();
     if fs_type(&tmp) == "tmpfs" {
-        eprintln!("{} is tmpfs (fsync would be free): keeping server data in .", tmp.display());
+        eprintln!(
+            "{} is tmpfs (fsync would be free): keeping server data in .",
+            tmp.display()
+        );
         return Ok(PathBuf::from("."));
     }
     Ok(tmp)

@@ -1,8 +1,8 @@
 //! Where a run sends its requests: `rush://HOST:PORT` or `redis://HOST:PORT`,
 //! and how one benchmark connection to each is opened.
 
-use anyhow::{bail, Context};
 use crate::workload::{RedisConn, RushConn};
+use anyhow::{bail, Context};
 use rush_client::Connection;
 use std::fmt;
 use std::str::FromStr;

@@ -40,7 +40,14 @@ fn start_redis() -> Option<RedisServer> {
         .port();
     let child = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "yes", "--appendfsync", "everysec"])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+        ])
         .arg("--dir")
         .arg(dir.path())
         .stdout(Stdio::null())

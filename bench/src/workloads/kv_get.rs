@@ -22,10 +22,7 @@ impl KvGet {
         match (found, self.params.preload) {
             (Some(len), true) if len != self.params.value_size => Err(OpError::new(
                 "WRONG_VALUE",
-                format!(
-                    "preloaded {} bytes, read {len}",
-                    self.params.value_size
-                ),
+                format!("preloaded {} bytes, read {len}", self.params.value_size),
             )),
             (Some(_), _) => Ok(Outcome::Done),
             (None, true) => Err(OpError::new("MISSING", "a preloaded key was not found")),
@@ -36,7 +33,8 @@ impl KvGet {
 
 impl Workload for KvGet {
     const NAME: &'static str = "kv-get";
-    const ABOUT: &'static str = "GET key (redis-benchmark parity; --preload writes every key first)";
+    const ABOUT: &'static str =
+        "GET key (redis-benchmark parity; --preload writes every key first)";
     const READS_PRELOADED: bool = true;
     const SWEEP: bool = true;
     type Lane = KeyPicker;

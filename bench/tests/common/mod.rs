@@ -25,7 +25,11 @@ pub fn tiny(target: &str, preload: bool) -> RunOptions {
 /// Zero errors, every request counted, and a histogram that makes sense.
 pub fn assert_sane(r: &RunReport, requests: u64) {
     assert_eq!(r.errors, 0, "{}: errors {:?}", r.workload, r.error_types);
-    assert_eq!(r.ok, requests, "{}: every request succeeds once", r.workload);
+    assert_eq!(
+        r.ok, requests,
+        "{}: every request succeeds once",
+        r.workload
+    );
     let l = &r.latency;
     assert!(l.min_us > 0.0, "{}: {l:?}", r.workload);
     assert!(

@@ -144,13 +144,28 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         0.0
     };
 
+    let live = Arc::new(Live::default());
+    // Everything a connection needs is built before the clock starts.
+    let prepared: Vec<(Vec<LaneState<W::Lane>>, Tally)> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(i, conn)| {
+            let lanes = (0..opts.pipeline)
+                .map(|j| LaneState {
+                    conn: conn.clone(),
+                    state: workload.lane((i * opts.pipeline + j) as u64),
+                })
+                .collect();
+            (lanes, Tally::default())
+        })
+        .collect();
+
     let schedule = Arc::new(Schedule {
         t0: Instant::now(),
         next: AtomicU64::new(0),
         rate: opts.rate,
         stop: opts.stop,
     });
-    let live = Arc::new(Live::default());
     let (done_tx, done_rx) = tokio::sync::watch::channel(false);
     let progress = opts.progress.then(|| {
         tokio::spawn(progress_loop(
@@ -161,18 +176,12 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
             done_rx,
         ))
     });
-
-    let mut tasks = Vec::with_capacity(conns.len());
-    for (i, conn) in conns.into_iter().enumerate() {
-        let lanes: Vec<LaneState<W::Lane>> = (0..opts.pipeline)
-            .map(|j| LaneState {
-                conn: conn.clone(),
-                state: workload.lane((i * opts.pipeline + j) as u64),
-            })
-            .collect();
+    let mut tasks = Vec::with_capacity(prepared.len());
+    for (lanes, tally) in prepared {
         tasks.push(tokio::spawn(drive_connection(
             workload.clone(),
             lanes,
+            tally,
             schedule.clone(),
             live.clone(),
         )));
@@ -286,11 +295,11 @@ struct LaneState<L> {
 async fn drive_connection<W: Workload>(
     workload: Arc<W>,
     lanes: Vec<LaneState<W::Lane>>,
+    mut tally: Tally,
     schedule: Arc<Schedule>,
     live: Arc<Live>,
 ) -> (Tally, Instant) {
     let w = &*workload;
-    let mut tally = Tally::default();
     let mut inflight = FuturesUnordered::new();
     for lane in lanes {
         match schedule.take() {

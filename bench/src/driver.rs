@@ -21,14 +21,14 @@
 //! the connections' tallies are merged at the end.
 
 use crate::dist::Dist;
-use crate::stats::{Latency, OpError, Outcome, RunReport, Tally};
+use crate::stats::{Latency, RunReport, Tally};
 use crate::target::{Conn, Side, Target};
 use crate::workload::{Params, RedisConn, RushConn, Workload};
 use anyhow::{bail, Context};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// When a run stops issuing requests.
@@ -144,20 +144,23 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         0.0
     };
 
-    let live = Arc::new(Live::default());
     // Everything a connection needs is built before the clock starts.
-    let prepared: Vec<(Vec<LaneState<W::Lane>>, Tally)> = conns
+    let t_setup = Instant::now();
+    let lanes: Vec<Vec<LaneState<W::Lane>>> = conns
         .into_iter()
         .enumerate()
         .map(|(i, conn)| {
-            let lanes = (0..opts.pipeline)
+            (0..opts.pipeline)
                 .map(|j| LaneState {
                     conn: conn.clone(),
                     state: workload.lane((i * opts.pipeline + j) as u64),
                 })
-                .collect();
-            (lanes, Tally::default())
+                .collect()
         })
+        .collect();
+    let tallies: Vec<Arc<ConnTally>> = lanes
+        .iter()
+        .map(|_| Arc::new(ConnTally::new(t_setup)))
         .collect();
 
     let schedule = Arc::new(Schedule {
@@ -172,30 +175,36 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
             W::NAME,
             opts.target.to_string(),
             schedule.clone(),
-            live.clone(),
+            tallies.clone(),
             done_rx,
         ))
     });
-    let mut tasks = Vec::with_capacity(prepared.len());
-    for (lanes, tally) in prepared {
+    let mut tasks = Vec::with_capacity(lanes.len());
+    for (lanes, tally) in lanes.into_iter().zip(&tallies) {
         tasks.push(tokio::spawn(drive_connection(
             workload.clone(),
             lanes,
-            tally,
+            tally.clone(),
             schedule.clone(),
-            live.clone(),
         )));
     }
-    let mut total = Tally::default();
-    let mut last = schedule.t0;
     for t in tasks {
-        let (tally, done) = t.await.context("a connection task panicked")?;
-        total.merge(tally);
-        last = last.max(done);
+        t.await.context("a connection task panicked")?;
     }
     let _ = done_tx.send(true);
     if let Some(p) = progress {
         let _ = p.await;
+    }
+    let mut total = Tally::default();
+    let mut last = schedule.t0;
+    for t in tallies {
+        let c = Arc::into_inner(t)
+            .expect("connection tasks are done")
+            .inner
+            .into_inner()
+            .expect("not poisoned");
+        total.merge(c.tally);
+        last = last.max(c.last);
     }
 
     let elapsed = last.duration_since(schedule.t0).as_secs_f64().max(1e-9);
@@ -241,9 +250,13 @@ struct Schedule {
     stop: Stop,
 }
 
-/// One request to send: when it is due (open loop only).
+/// One request to send.
 struct Ticket {
+    /// When it is due (open loop only).
     due: Option<Instant>,
+    /// When it was taken (one clock read serves the stop check and, in a
+    /// closed loop, the send time).
+    taken: Instant,
 }
 
 impl Schedule {
@@ -255,14 +268,14 @@ impl Schedule {
                 return None;
             }
         }
+        let taken = Instant::now();
         let due = self.rate.map(|r| self.due(k, r));
         if let Stop::Duration(d) = self.stop {
-            let at = due.unwrap_or_else(Instant::now);
-            if at >= self.t0 + d {
+            if due.unwrap_or(taken) >= self.t0 + d {
                 return None;
             }
         }
-        Some(Ticket { due })
+        Some(Ticket { due, taken })
     }
 
     fn due(&self, k: u64, rate: f64) -> Instant {
@@ -279,11 +292,28 @@ impl Schedule {
     }
 }
 
-/// Counters the progress line reads.
-#[derive(Default)]
-struct Live {
-    ok: AtomicU64,
-    errors: AtomicU64,
+/// One connection's measurements. Only that connection's task records
+/// into it (so the lock is never contended); the progress line reads it once
+/// a second.
+struct ConnTally {
+    inner: Mutex<ConnTallyInner>,
+}
+
+struct ConnTallyInner {
+    tally: Tally,
+    /// When the last answer arrived.
+    last: Instant,
+}
+
+impl ConnTally {
+    fn new(now: Instant) -> ConnTally {
+        ConnTally {
+            inner: Mutex::new(ConnTallyInner {
+                tally: Tally::default(),
+                last: now,
+            }),
+        }
+    }
 }
 
 struct LaneState<L> {
@@ -292,64 +322,57 @@ struct LaneState<L> {
     state: L,
 }
 
+/// Run one connection's lanes until the schedule is exhausted. Each lane is
+/// one long-lived future (no allocation or state moved per request).
 async fn drive_connection<W: Workload>(
     workload: Arc<W>,
     lanes: Vec<LaneState<W::Lane>>,
-    mut tally: Tally,
+    tally: Arc<ConnTally>,
     schedule: Arc<Schedule>,
-    live: Arc<Live>,
-) -> (Tally, Instant) {
+) {
     let w = &*workload;
-    let mut inflight = FuturesUnordered::new();
-    for lane in lanes {
-        match schedule.take() {
-            Some(t) => inflight.push(one(w, lane, t)),
-            None => break,
-        }
-    }
-    let mut last = schedule.t0;
-    while let Some((lane, latency, outcome)) = inflight.next().await {
-        last = Instant::now();
-        tally.record(latency, &outcome);
-        match outcome {
-            Ok(_) => live.ok.fetch_add(1, Ordering::Relaxed),
-            Err(_) => live.errors.fetch_add(1, Ordering::Relaxed),
-        };
-        if let Some(t) = schedule.take() {
-            inflight.push(one(w, lane, t));
-        }
-    }
-    (tally, last)
+    let mut all: FuturesUnordered<_> = lanes
+        .into_iter()
+        .map(|lane| run_lane(w, lane, &schedule, &tally))
+        .collect();
+    while all.next().await.is_some() {}
 }
 
-/// Send one request when its ticket says; return the lane, the latency and
-/// the outcome.
-async fn one<W: Workload>(
+/// One lane: take the next request from the schedule, send it when due,
+/// record its latency and outcome; until the schedule says stop.
+async fn run_lane<W: Workload>(
     w: &W,
     mut lane: LaneState<W::Lane>,
-    ticket: Ticket,
-) -> (LaneState<W::Lane>, Duration, Result<Outcome, OpError>) {
-    let start = match ticket.due {
-        None => Instant::now(),
-        Some(due) if due > Instant::now() => {
-            tokio::time::sleep_until(due.into()).await;
-            Instant::now()
-        }
-        // Late: it waited for a free lane; that wait is latency.
-        Some(due) => due,
-    };
-    let outcome = match &mut lane.conn {
-        Conn::Rush(c) => w.rush(&mut lane.state, c).await,
-        Conn::Redis(c) => w.redis(&mut lane.state, c).await,
-    };
-    (lane, start.elapsed(), outcome)
+    schedule: &Schedule,
+    tally: &ConnTally,
+) {
+    while let Some(ticket) = schedule.take() {
+        let start = match ticket.due {
+            None => ticket.taken,
+            Some(due) if due > ticket.taken => {
+                tokio::time::sleep_until(due.into()).await;
+                Instant::now()
+            }
+            // Late: it waited for a free lane; that wait is latency.
+            Some(due) => due,
+        };
+        let outcome = match &mut lane.conn {
+            Conn::Rush(c) => w.rush(&mut lane.state, c).await,
+            Conn::Redis(c) => w.redis(&mut lane.state, c).await,
+        };
+        let end = Instant::now();
+        let mut t = tally.inner.lock().expect("not poisoned");
+        t.tally
+            .record(end.saturating_duration_since(start), &outcome);
+        t.last = end;
+    }
 }
 
 async fn progress_loop(
     name: &'static str,
     target: String,
     schedule: Arc<Schedule>,
-    live: Arc<Live>,
+    tallies: Vec<Arc<ConnTally>>,
     mut done: tokio::sync::watch::Receiver<bool>,
 ) {
     let tty = std::io::stderr().is_terminal();
@@ -365,8 +388,12 @@ async fn progress_loop(
             _ = done.changed() => break,
         }
         secs += 1;
-        let ok = live.ok.load(Ordering::Relaxed);
-        let errors = live.errors.load(Ordering::Relaxed);
+        let (mut ok, mut errors) = (0, 0);
+        for t in &tallies {
+            let t = t.inner.lock().expect("not poisoned");
+            ok += t.tally.ok;
+            errors += t.tally.error_count();
+        }
         let lag = schedule.lag();
         let behind = if lag > Duration::from_millis(10) {
             format!("  behind schedule {:.0} ms", lag.as_secs_f64() * 1000.0)

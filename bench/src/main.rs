@@ -121,6 +121,9 @@ struct SuiteArgs {
     /// Client runtime threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
+    /// Skip the redis-benchmark calibration rows (skipped anyway with --quick).
+    #[arg(long)]
+    no_calibrate: bool,
 }
 
 /// Options of `rush-bench report`.
@@ -315,6 +318,7 @@ fn run_suite(m: &ArgMatches) -> anyhow::Result<ExitCode> {
         o.servers = v;
     }
     o.data_dir = a.data_dir;
+    o.calibrate &= !a.no_calibrate;
     o.threads = a.threads.unwrap_or_else(cores).max(1);
     let rt = runtime(Some(o.threads))?;
     let results = suite::run_suite(&o, &rt)?;

@@ -236,6 +236,41 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
         let _ = writeln!(s, "![Throughput per workload]({f})\n");
     }
 
+    if !results.calibration.is_empty() {
+        let _ = writeln!(s, "### How much of Redis's speed does the client get?\n");
+        let _ = writeln!(
+            s,
+            "The same Redis measured by redis-benchmark (Redis's C client: explicit pipelines, \
+             one thread) with the same connections, pipeline, value size and key range. Where \
+             rush-bench gets less, the client — which shares the cores with the server and is \
+             the same for both sides — is part of the limit.\n"
+        );
+        let _ = writeln!(
+            s,
+            "| Server | Workload | redis-benchmark ops/s | p50 ms | p99 ms | rush-bench ops/s | rush-bench / redis-benchmark |"
+        );
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|");
+        for c in &results.calibration {
+            let ours =
+                peak_run(results, &c.workload, c.server, c.pipeline).map(|r| r.report.throughput);
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.3} | {:.3} | {} | {} |",
+                c.server.label(),
+                c.workload,
+                ops(c.throughput),
+                c.p50_ms,
+                c.p99_ms,
+                ours.map_or("–".into(), ops),
+                ours.map_or("–".into(), |o| format!(
+                    "{:.0}%",
+                    o / c.throughput * 100.0
+                ))
+            );
+        }
+        let _ = writeln!(s);
+    }
+
     for w in &names {
         let _ = writeln!(s, "## {w}\n");
         let a = about(w);

@@ -92,6 +92,15 @@ fn results() -> SuiteResults {
         value_size: 100,
         runs,
         failures: vec!["kv-get on Redis (AOF always): connection refused".into()],
+        calibration: vec![rush_bench::suite::Calibration {
+            server: ServerKind::RedisEverysec,
+            workload: "kv-set".into(),
+            connections: 50,
+            pipeline: 16,
+            throughput: 100_000.0,
+            p50_ms: 1.0,
+            p99_ms: 2.0,
+        }],
     }
 }
 
@@ -117,6 +126,11 @@ fn report_has_machine_tables_ratios_errors_and_charts() {
     ));
     // The open-loop table lists each step.
     assert!(md.contains("| Rush | 50,000 | 50% | 50,000 |"), "{md}");
+    // Calibration: rush-bench's 50k against redis-benchmark's 100k.
+    assert!(
+        md.contains("| Redis (AOF everysec) | kv-set | 100,000 | 1.000 | 2.000 | 50,000 | 50% |"),
+        "{md}"
+    );
     // Errors and failed runs are listed.
     assert!(md.contains("**TIMEOUT** × 3"), "{md}");
     assert!(md.contains("run failed: kv-get on Redis (AOF always)"));

@@ -10,7 +10,11 @@ use crate::workload::WORKLOADS;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Write `results.json`, `REPORT.md` and the charts into `out`.
+/// Hand-written notes in the report directory, appended to the report.
+pub const NOTES: &str = "NOTES.md";
+
+/// Write `results.json`, `REPORT.md` and the charts into `out` (and append
+/// `out/NOTES.md`, if there is one).
 pub fn write(results: &SuiteResults, out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out)?;
     std::fs::write(
@@ -18,7 +22,16 @@ pub fn write(results: &SuiteResults, out: &Path) -> anyhow::Result<()> {
         serde_json::to_string_pretty(results)? + "\n",
     )?;
     let charts = charts::draw_all(results, out);
-    let md = markdown(results, &charts);
+    let mut md = markdown(results, &charts);
+    // Hand-written analysis (profiles, reasons, what would close a gap)
+    // lives beside the report and is carried into it on every run.
+    if let Ok(notes) = std::fs::read_to_string(out.join(NOTES)) {
+        md.push_str("## Analysis (hand-written, from `");
+        md.push_str(NOTES);
+        md.push_str("`)\n\n");
+        md.push_str(notes.trim());
+        md.push('\n');
+    }
     std::fs::write(out.join("REPORT.md"), md)?;
     eprintln!("wrote {}", out.join("REPORT.md").display());
     Ok(())

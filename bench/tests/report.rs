@@ -109,6 +109,7 @@ fn report_has_machine_tables_ratios_errors_and_charts() {
     let dir = tempfile::tempdir().unwrap();
     let r = results();
     assert_eq!(r.error_count(), 3);
+    std::fs::write(dir.path().join("NOTES.md"), "Profiled: the memtable.\n").unwrap();
     rush_bench::report::write(&r, dir.path()).unwrap();
     let md = std::fs::read_to_string(dir.path().join("REPORT.md")).unwrap();
 
@@ -134,6 +135,10 @@ fn report_has_machine_tables_ratios_errors_and_charts() {
     // Errors and failed runs are listed.
     assert!(md.contains("**TIMEOUT** × 3"), "{md}");
     assert!(md.contains("run failed: kv-get on Redis (AOF always)"));
+
+    // Hand-written notes are carried in.
+    assert!(md.contains("## Analysis"));
+    assert!(md.contains("Profiled: the memtable."));
 
     // results.json reads back as the same results.
     let back: SuiteResults =

@@ -1,1 +1,352 @@
-fn main() {}
+//! `rush-bench`: one workload against one target, the whole suite, or a
+//! report from saved results.
+//!
+//! ```text
+//! rush-bench kv-set --target rush://127.0.0.1:7379 --connections 50 --pipeline 16 --duration 10
+//! rush-bench kv-get --target redis://127.0.0.1:6379 --preload --rate 50000 --json out.json
+//! rush-bench suite --rushd target/release/rushd --quick
+//! ```
+
+use anyhow::Context;
+use clap::{ArgMatches, Args, Command, FromArgMatches};
+use rush_bench::suite::{self, ServerKind, SuiteOptions};
+use rush_bench::{Dist, Params, RunOptions, RunReport, Stop, Target, WORKLOADS};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Options of a single run (every workload takes the same).
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// rush://HOST:PORT or redis://HOST:PORT.
+    #[arg(long)]
+    target: Target,
+    /// Connections (each multiplexed).
+    #[arg(long, short = 'c', default_value_t = 50)]
+    connections: usize,
+    /// Requests in flight per connection.
+    #[arg(long, short = 'P', default_value_t = 1)]
+    pipeline: usize,
+    /// Seconds to run (default 10 unless --requests is given).
+    #[arg(long, conflicts_with = "requests")]
+    duration: Option<f64>,
+    /// Requests to send in all.
+    #[arg(long, short = 'n')]
+    requests: Option<u64>,
+    /// Size of the key space.
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    /// Key distribution: uniform or zipf:S (e.g. zipf:0.99).
+    #[arg(long, default_value = "uniform")]
+    dist: Dist,
+    /// Open loop: offered load in requests per second (all connections
+    /// together); latency counts from each request's scheduled send time.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Bytes per written value.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Load the data the workload reads first (e.g. every key for kv-get).
+    #[arg(long)]
+    preload: bool,
+    /// Per-request timeout in seconds (the same for both sides).
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Free text describing the server setup, kept in the JSON.
+    #[arg(long)]
+    label: Option<String>,
+    /// What an acknowledged write means on this target, kept in the JSON.
+    #[arg(long)]
+    durability: Option<String>,
+    /// Client runtime threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// No progress line.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+}
+
+/// Options of `rush-bench suite`.
+#[derive(Args, Debug)]
+struct SuiteArgs {
+    /// The rushd binary to benchmark.
+    #[arg(long, default_value = "target/release/rushd")]
+    rushd: PathBuf,
+    /// The redis-server binary to compare with.
+    #[arg(long, default_value = "redis-server")]
+    redis_server: PathBuf,
+    /// Short run for CI smoke tests (under 2 minutes).
+    #[arg(long)]
+    quick: bool,
+    /// Directory for REPORT.md, results.json and the charts.
+    #[arg(long, default_value = "bench/results")]
+    out: PathBuf,
+    /// rushd shard threads (default: rushd's, one per core).
+    #[arg(long)]
+    shards: Option<usize>,
+    /// Connections per run.
+    #[arg(long)]
+    connections: Option<usize>,
+    /// Requests in flight per connection, one closed-loop run each (e.g. 1,16).
+    #[arg(long, value_delimiter = ',')]
+    pipelines: Option<Vec<usize>>,
+    /// Seconds per closed-loop run.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Size of the key space.
+    #[arg(long)]
+    keys: Option<u64>,
+    /// Key distribution: uniform or zipf:S.
+    #[arg(long)]
+    dist: Option<Dist>,
+    /// Open-loop steps as fractions of the closed-loop peak (e.g. 0.25,0.5,0.9).
+    #[arg(long, value_delimiter = ',')]
+    sweep: Option<Vec<f64>>,
+    /// Seconds per open-loop step.
+    #[arg(long)]
+    sweep_duration: Option<f64>,
+    /// Only these workloads (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    workloads: Option<Vec<String>>,
+    /// Only these servers: rush, redis-everysec, redis-always.
+    #[arg(long, value_delimiter = ',')]
+    servers: Option<Vec<ServerKind>>,
+    /// Parent directory for the servers' temporary data directories
+    /// (default: the system temp directory, unless it is tmpfs).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Client runtime threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Skip the redis-benchmark calibration rows (skipped anyway with --quick).
+    #[arg(long)]
+    no_calibrate: bool,
+}
+
+/// Options of `rush-bench report`.
+#[derive(Args, Debug)]
+struct ReportArgs {
+    /// A results.json written by the suite.
+    #[arg(long, default_value = "bench/results/results.json")]
+    results: PathBuf,
+    /// Directory for REPORT.md and the charts.
+    #[arg(long, default_value = "bench/results")]
+    out: PathBuf,
+}
+
+fn cli() -> Command {
+    let mut cmd = Command::new("rush-bench")
+        .about("Load harness: Rush workloads against rushd and, side by side, against Redis")
+        .version(env!("CARGO_PKG_VERSION"))
+        .subcommand_required(true)
+        .arg_required_else_help(true);
+    for e in WORKLOADS {
+        cmd = cmd.subcommand(RunArgs::augment_args(Command::new(e.name)).about(e.about));
+    }
+    cmd.subcommand(SuiteArgs::augment_args(Command::new("suite")).about(
+        "Start rushd and redis-server (AOF everysec, then always) on loopback, run every \
+         workload against each, write REPORT.md with charts",
+    ))
+    .subcommand(
+        ReportArgs::augment_args(Command::new("report"))
+            .about("Write REPORT.md and the charts again from a results.json"),
+    )
+    .subcommand(Command::new("list").about("List the workloads"))
+}
+
+fn main() -> ExitCode {
+    let matches = cli().get_matches();
+    let (name, sub) = matches.subcommand().expect("a subcommand is required");
+    let result = match name {
+        "list" => {
+            for e in WORKLOADS {
+                println!("{:<12} {}", e.name, e.about);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        "suite" => run_suite(sub),
+        "report" => run_report(sub),
+        workload => run_one(workload, sub),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rush-bench: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn runtime(threads: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
+    let threads = threads.unwrap_or_else(cores).max(1);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("rush-bench")
+        .enable_all()
+        .build()
+        .context("starting the runtime")
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn run_one(workload: &str, m: &ArgMatches) -> anyhow::Result<ExitCode> {
+    let a = RunArgs::from_arg_matches(m)?;
+    let mut o = RunOptions::new(a.target.clone());
+    o.connections = a.connections;
+    o.pipeline = a.pipeline;
+    o.stop = match (a.requests, a.duration) {
+        (Some(n), _) => Stop::Requests(n),
+        (None, Some(s)) => Stop::Duration(secs(s, "--duration")?),
+        (None, None) => Stop::Duration(Duration::from_secs(10)),
+    };
+    o.rate = a.rate;
+    o.params = Params {
+        keys: a.keys,
+        dist: a.dist,
+        value_size: a.value_size,
+        preload: a.preload,
+    };
+    o.load = a.preload;
+    o.timeout = secs(a.timeout, "--timeout")?;
+    o.progress = !a.quiet;
+    o.label = a.label;
+    o.durability = a.durability;
+    let rt = runtime(a.threads)?;
+    let report = rt.block_on(rush_bench::run(workload, o))?;
+    print_summary(&report);
+    if let Some(path) = &a.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(if report.errors > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn secs(v: f64, flag: &str) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(v)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .with_context(|| format!("{flag} must be a positive number of seconds"))
+}
+
+fn print_summary(r: &RunReport) {
+    let mode = match r.rate {
+        Some(rate) => format!(
+            "open loop at {} ops/s",
+            rush_bench::driver::group(rate as u64)
+        ),
+        None => "closed loop".into(),
+    };
+    println!(
+        "{} {}  {mode}, {} connections × {} in flight, {:.1}s",
+        r.workload, r.target, r.connections, r.pipeline, r.elapsed_secs
+    );
+    if r.preloaded > 0 {
+        println!(
+            "  preloaded   {} items in {:.1}s",
+            r.preloaded, r.preload_secs
+        );
+    }
+    println!(
+        "  throughput  {} ops/s ({} ok{}, {} errors)",
+        rush_bench::driver::group(r.throughput.round() as u64),
+        r.ok,
+        if r.misses > 0 {
+            format!(", {} misses", r.misses)
+        } else {
+            String::new()
+        },
+        r.errors
+    );
+    let l = &r.latency;
+    println!(
+        "  latency ms  p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
+        l.p50_us / 1e3,
+        l.p90_us / 1e3,
+        l.p99_us / 1e3,
+        l.p999_us / 1e3,
+        l.max_us / 1e3
+    );
+    for (kind, stat) in &r.error_types {
+        println!("  error       {kind} × {}: {}", stat.count, stat.example);
+    }
+}
+
+fn run_suite(m: &ArgMatches) -> anyhow::Result<ExitCode> {
+    let a = SuiteArgs::from_arg_matches(m)?;
+    let mut o = SuiteOptions::new(a.rushd, a.redis_server, a.quick);
+    o.out = a.out;
+    o.shards = a.shards;
+    if let Some(v) = a.connections {
+        o.connections = v;
+    }
+    if let Some(v) = a.pipelines {
+        anyhow::ensure!(!v.is_empty(), "--pipelines needs at least one value");
+        o.pipelines = v;
+    }
+    if let Some(v) = a.duration {
+        o.duration = secs(v, "--duration")?;
+    }
+    if let Some(v) = a.keys {
+        o.keys = v;
+    }
+    if let Some(v) = a.dist {
+        o.dist = v;
+    }
+    if let Some(v) = a.sweep {
+        anyhow::ensure!(
+            v.iter().all(|f| *f > 0.0 && f.is_finite()),
+            "--sweep fractions must be positive"
+        );
+        o.sweep = v;
+    }
+    if let Some(v) = a.sweep_duration {
+        o.sweep_duration = secs(v, "--sweep-duration")?;
+    }
+    if let Some(v) = a.workloads {
+        o.workloads = v;
+    }
+    if let Some(v) = a.servers {
+        o.servers = v;
+    }
+    o.data_dir = a.data_dir;
+    o.calibrate &= !a.no_calibrate;
+    o.threads = a.threads.unwrap_or_else(cores).max(1);
+    let rt = runtime(Some(o.threads))?;
+    let results = suite::run_suite(&o, &rt)?;
+    let errors = results.error_count();
+    if errors > 0 || !results.failures.is_empty() {
+        eprintln!(
+            "rush-bench suite: {errors} failed requests, {} failed runs (see the report)",
+            results.failures.len()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_report(m: &ArgMatches) -> anyhow::Result<ExitCode> {
+    let a = ReportArgs::from_arg_matches(m)?;
+    let text = std::fs::read_to_string(&a.results)
+        .with_context(|| format!("reading {}", a.results.display()))?;
+    let results: suite::SuiteResults =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", a.results.display()))?;
+    rush_bench::report::write(&results, &a.out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_is_consistent() {
+        super::cli().debug_assert();
+    }
+}

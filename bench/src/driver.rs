@@ -1,0 +1,471 @@
+//! The load driver, shared by every workload and both sides.
+//!
+//! **Closed loop** (no `--rate`): C connections, each with P lanes; a lane
+//! sends its next request as soon as its previous answer arrives, so C × P
+//! requests are always in flight. Latency is send → answer.
+//!
+//! **Open loop** (`--rate R`): request k is *due* at `t0 + k/R`, whatever
+//! the answers do (one schedule for the whole run, handed out in order to
+//! whichever lane is free). A lane that takes a due request that is already
+//! late — every lane was busy waiting for answers when it fell due — sends it
+//! at once and its latency counts from the due time, not from the late send:
+//! the time it spent queued behind a slow server is latency a real client
+//! would have seen. This is the coordinated-omission correction (as in
+//! wrk2). A lane that takes a request due in the future sleeps until then and
+//! measures from its actual wake-up, so the timer's ~1 ms granularity is not
+//! charged to the server. C × P bounds what is in flight; a server that can't
+//! keep up falls behind the schedule, which the progress line shows.
+//!
+//! Each connection is driven by one task holding its lanes' futures in a
+//! `FuturesUnordered`, so each connection has one histogram and no locks;
+//! the connections' tallies are merged at the end.
+
+use crate::dist::Dist;
+use crate::stats::{Latency, RunReport, Tally};
+use crate::target::{Conn, Side, Target};
+use crate::workload::{Params, RedisConn, RushConn, Workload};
+use anyhow::{bail, Context};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// When a run stops issuing requests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stop {
+    /// After this long (requests in flight then still finish and count).
+    Duration(Duration),
+    /// After this many requests in all.
+    Requests(u64),
+}
+
+/// How to run one workload against one target.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub target: Target,
+    pub connections: usize,
+    /// Requests in flight per connection.
+    pub pipeline: usize,
+    pub stop: Stop,
+    /// Offered load in requests per second for the whole run (open loop).
+    pub rate: Option<f64>,
+    pub params: Params,
+    /// Write what the workload reads before measuring (`--preload`; the
+    /// suite loads once per server and sets only `params.preload` after).
+    pub load: bool,
+    /// Per-request timeout (the same on both sides).
+    pub timeout: Duration,
+    /// Print a progress line to stderr once a second.
+    pub progress: bool,
+    /// Carried into the report: what the server is, what an ack means.
+    pub label: Option<String>,
+    pub durability: Option<String>,
+}
+
+impl RunOptions {
+    /// Defaults for `target`: 50 connections (as redis-benchmark), no
+    /// pipelining, 10 s, 100k uniform keys, 100-byte values.
+    pub fn new(target: Target) -> RunOptions {
+        RunOptions {
+            target,
+            connections: 50,
+            pipeline: 1,
+            stop: Stop::Duration(Duration::from_secs(10)),
+            rate: None,
+            params: Params::default(),
+            load: false,
+            timeout: Duration::from_secs(10),
+            progress: false,
+            label: None,
+            durability: None,
+        }
+    }
+}
+
+/// Most connections one run opens (each holds a ~200 KB histogram).
+pub const MAX_CONNECTIONS: usize = 10_000;
+/// Most requests in flight per connection.
+pub const MAX_PIPELINE: usize = 4096;
+/// Connections used to preload (more would only contend).
+const PRELOAD_CONNECTIONS: usize = 8;
+
+/// Run workload `W` as `opts` say and measure it.
+pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
+    if opts.connections == 0 || opts.connections > MAX_CONNECTIONS {
+        bail!("--connections must be within 1..={MAX_CONNECTIONS}");
+    }
+    if opts.pipeline == 0 || opts.pipeline > MAX_PIPELINE {
+        bail!("--pipeline must be within 1..={MAX_PIPELINE}");
+    }
+    if let Some(r) = opts.rate {
+        if !(r.is_finite() && r > 0.0) {
+            bail!("--rate must be a positive number of requests per second");
+        }
+    }
+    if opts.params.keys == 0 {
+        bail!("--keys must be positive");
+    }
+    let workload = Arc::new(W::new(&opts.params).context("setting up the workload")?);
+
+    let conns = futures_util::future::try_join_all(
+        (0..opts.connections).map(|_| opts.target.connect(opts.timeout)),
+    )
+    .await?;
+
+    let preload_started = Instant::now();
+    let preloaded = if opts.load {
+        let some = &conns[..conns.len().min(PRELOAD_CONNECTIONS)];
+        let n = match opts.target.side {
+            Side::Rush => {
+                let c: Vec<RushConn> = some.iter().filter_map(Conn::rush).collect();
+                workload.preload_rush(&c).await
+            }
+            Side::Redis => {
+                let c: Vec<RedisConn> = some.iter().filter_map(Conn::redis).collect();
+                workload.preload_redis(&c).await
+            }
+        }
+        .context("preloading")?;
+        if opts.progress {
+            eprintln!(
+                "{}: preloaded {n} items in {:.1}s",
+                W::NAME,
+                preload_started.elapsed().as_secs_f64()
+            );
+        }
+        n
+    } else {
+        0
+    };
+    let preload_secs = if opts.load {
+        preload_started.elapsed().as_secs_f64()
+    } else {
+        0.0
+    };
+
+    // Everything a connection needs is built before the clock starts.
+    let t_setup = Instant::now();
+    let lanes: Vec<Vec<LaneState<W::Lane>>> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(i, conn)| {
+            (0..opts.pipeline)
+                .map(|j| LaneState {
+                    conn: conn.clone(),
+                    state: workload.lane((i * opts.pipeline + j) as u64),
+                })
+                .collect()
+        })
+        .collect();
+    let tallies: Vec<Arc<ConnTally>> = lanes
+        .iter()
+        .map(|_| Arc::new(ConnTally::new(t_setup)))
+        .collect();
+
+    let schedule = Arc::new(Schedule {
+        t0: Instant::now(),
+        next: AtomicU64::new(0),
+        rate: opts.rate,
+        stop: opts.stop,
+    });
+    let (done_tx, done_rx) = tokio::sync::watch::channel(false);
+    let progress = opts.progress.then(|| {
+        tokio::spawn(progress_loop(
+            W::NAME,
+            opts.target.to_string(),
+            schedule.clone(),
+            tallies.clone(),
+            done_rx,
+        ))
+    });
+    let mut tasks = Vec::with_capacity(lanes.len());
+    for (lanes, tally) in lanes.into_iter().zip(&tallies) {
+        tasks.push(tokio::spawn(drive_connection(
+            workload.clone(),
+            lanes,
+            tally.clone(),
+            schedule.clone(),
+        )));
+    }
+    for t in tasks {
+        t.await.context("a connection task panicked")?;
+    }
+    let _ = done_tx.send(true);
+    if let Some(p) = progress {
+        let _ = p.await;
+    }
+    let mut total = Tally::default();
+    let mut last = schedule.t0;
+    for t in tallies {
+        let c = Arc::into_inner(t)
+            .expect("connection tasks are done")
+            .inner
+            .into_inner()
+            .expect("not poisoned");
+        total.merge(c.tally);
+        last = last.max(c.last);
+    }
+
+    let elapsed = last.duration_since(schedule.t0).as_secs_f64().max(1e-9);
+    Ok(RunReport {
+        workload: W::NAME.to_string(),
+        side: opts.target.side.name().to_string(),
+        target: opts.target.to_string(),
+        label: opts.label.clone(),
+        durability: opts.durability.clone(),
+        mode: if opts.rate.is_some() {
+            "open"
+        } else {
+            "closed"
+        }
+        .to_string(),
+        connections: opts.connections,
+        pipeline: opts.pipeline,
+        rate: opts.rate,
+        keys: opts.params.keys,
+        dist: dist_name(opts.params.dist),
+        value_size: opts.params.value_size,
+        preloaded,
+        preload_secs,
+        ok: total.ok,
+        misses: total.misses,
+        errors: total.error_count(),
+        error_types: total.errors.clone(),
+        elapsed_secs: elapsed,
+        throughput: total.ok as f64 / elapsed,
+        latency: Latency::from_histogram(&total.hist),
+    })
+}
+
+fn dist_name(d: Dist) -> String {
+    d.to_string()
+}
+
+/// The run's shared request schedule: tickets handed out in order.
+struct Schedule {
+    t0: Instant,
+    next: AtomicU64,
+    rate: Option<f64>,
+    stop: Stop,
+}
+
+/// One request to send.
+struct Ticket {
+    /// When it is due (open loop only).
+    due: Option<Instant>,
+    /// When it was taken (one clock read serves the stop check and, in a
+    /// closed loop, the send time).
+    taken: Instant,
+}
+
+impl Schedule {
+    /// The next request, or `None` when the run is over.
+    fn take(&self) -> Option<Ticket> {
+        let k = self.next.fetch_add(1, Ordering::Relaxed);
+        if let Stop::Requests(n) = self.stop {
+            if k >= n {
+                return None;
+            }
+        }
+        let taken = Instant::now();
+        let due = self.rate.map(|r| self.due(k, r));
+        if let Stop::Duration(d) = self.stop {
+            if due.unwrap_or(taken) >= self.t0 + d {
+                return None;
+            }
+        }
+        Some(Ticket { due, taken })
+    }
+
+    fn due(&self, k: u64, rate: f64) -> Instant {
+        self.t0 + Duration::from_secs_f64(k as f64 / rate)
+    }
+
+    /// How far the open-loop schedule is ahead of the sends (zero when on time).
+    fn lag(&self) -> Duration {
+        match self.rate {
+            Some(r) => Instant::now()
+                .saturating_duration_since(self.due(self.next.load(Ordering::Relaxed), r)),
+            None => Duration::ZERO,
+        }
+    }
+}
+
+/// One connection's measurements. Only that connection's task records
+/// into it (so the lock is never contended); the progress line reads it once
+/// a second.
+struct ConnTally {
+    inner: Mutex<ConnTallyInner>,
+}
+
+struct ConnTallyInner {
+    tally: Tally,
+    /// When the last answer arrived.
+    last: Instant,
+}
+
+impl ConnTally {
+    fn new(now: Instant) -> ConnTally {
+        ConnTally {
+            inner: Mutex::new(ConnTallyInner {
+                tally: Tally::default(),
+                last: now,
+            }),
+        }
+    }
+}
+
+struct LaneState<L> {
+    /// The lane's clone of its connection (clones share the socket).
+    conn: Conn,
+    state: L,
+}
+
+/// Run one connection's lanes until the schedule is exhausted. Each lane is
+/// one long-lived future (no allocation or state moved per request).
+async fn drive_connection<W: Workload>(
+    workload: Arc<W>,
+    lanes: Vec<LaneState<W::Lane>>,
+    tally: Arc<ConnTally>,
+    schedule: Arc<Schedule>,
+) {
+    let w = &*workload;
+    let mut all: FuturesUnordered<_> = lanes
+        .into_iter()
+        .map(|lane| run_lane(w, lane, &schedule, &tally))
+        .collect();
+    while all.next().await.is_some() {}
+}
+
+/// One lane: take the next request from the schedule, send it when due,
+/// record its latency and outcome; until the schedule says stop.
+async fn run_lane<W: Workload>(
+    w: &W,
+    mut lane: LaneState<W::Lane>,
+    schedule: &Schedule,
+    tally: &ConnTally,
+) {
+    while let Some(ticket) = schedule.take() {
+        let start = match ticket.due {
+            None => ticket.taken,
+            Some(due) if due > ticket.taken => {
+                tokio::time::sleep_until(due.into()).await;
+                Instant::now()
+            }
+            // Late: it waited for a free lane; that wait is latency.
+            Some(due) => due,
+        };
+        let outcome = match &mut lane.conn {
+            Conn::Rush(c) => w.rush(&mut lane.state, c).await,
+            Conn::Redis(c) => w.redis(&mut lane.state, c).await,
+        };
+        let end = Instant::now();
+        let mut t = tally.inner.lock().expect("not poisoned");
+        t.tally
+            .record(end.saturating_duration_since(start), &outcome);
+        t.last = end;
+    }
+}
+
+async fn progress_loop(
+    name: &'static str,
+    target: String,
+    schedule: Arc<Schedule>,
+    tallies: Vec<Arc<ConnTally>>,
+    mut done: tokio::sync::watch::Receiver<bool>,
+) {
+    let tty = std::io::stderr().is_terminal();
+    let mut tick = tokio::time::interval_at(
+        (schedule.t0 + Duration::from_secs(1)).into(),
+        Duration::from_secs(1),
+    );
+    let mut prev = 0u64;
+    let mut secs = 0u64;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = done.changed() => break,
+        }
+        secs += 1;
+        let (mut ok, mut errors) = (0, 0);
+        for t in &tallies {
+            let t = t.inner.lock().expect("not poisoned");
+            ok += t.tally.ok;
+            errors += t.tally.error_count();
+        }
+        let lag = schedule.lag();
+        let behind = if lag > Duration::from_millis(10) {
+            format!("  behind schedule {:.0} ms", lag.as_secs_f64() * 1000.0)
+        } else {
+            String::new()
+        };
+        let line = format!(
+            "{name} {target} [{secs:>3}s] {:>10} ops/s  total {ok}  errors {errors}{behind}",
+            group(ok - prev)
+        );
+        prev = ok;
+        let mut err = std::io::stderr().lock();
+        let _ = if tty {
+            write!(err, "\r{line}\x1b[K")
+        } else {
+            writeln!(err, "{line}")
+        };
+    }
+    if tty {
+        let _ = writeln!(std::io::stderr());
+    }
+}
+
+/// 1234567 → "1,234,567".
+pub fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_digits() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(999), "999");
+        assert_eq!(group(1000), "1,000");
+        assert_eq!(group(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn schedule_stops_after_requests() {
+        let s = Schedule {
+            t0: Instant::now(),
+            next: AtomicU64::new(0),
+            rate: None,
+            stop: Stop::Requests(3),
+        };
+        assert!((0..3).all(|_| s.take().is_some()));
+        assert!(s.take().is_none());
+    }
+
+    #[test]
+    fn open_loop_tickets_are_due_at_the_rate() {
+        let t0 = Instant::now();
+        let s = Schedule {
+            t0,
+            next: AtomicU64::new(0),
+            rate: Some(1000.0),
+            stop: Stop::Duration(Duration::from_millis(10)),
+        };
+        let dues: Vec<Instant> = std::iter::from_fn(|| s.take().map(|t| t.due.unwrap())).collect();
+        assert_eq!(dues.len(), 10);
+        assert_eq!(dues[0], t0);
+        assert_eq!(dues[5] - t0, Duration::from_millis(5));
+    }
+}

@@ -1,0 +1,852 @@
+//! `rush-bench suite`: start rushd and redis-server on loopback with
+//! temporary data directories, run every workload against each, stop them,
+//! and write the report.
+//!
+//! Redis runs twice — AOF with `appendfsync everysec` (its usual durable
+//! setting, which may lose the last second on power failure) and with
+//! `appendfsync always` (acknowledged = fsynced, like Rush's default) — so the
+//! reader sees both the like-for-like comparison and Redis's fastest durable
+//! mode. Servers are started and stopped from the calling thread (so their
+//! parent-death signal stays armed: if the suite dies, they die too), one at
+//! a time, so no two servers compete for the cores.
+
+use crate::dist::Dist;
+use crate::driver::{RunOptions, Stop};
+use crate::report;
+use crate::stats::RunReport;
+use crate::target::{Side, Target};
+use crate::workload::{Params, WORKLOADS};
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The server running now (pid and data directory), for the signal handler:
+/// an interrupted suite kills it and removes its data before exiting.
+static ACTIVE: Mutex<Option<(u32, PathBuf)>> = Mutex::new(None);
+
+/// On SIGINT/SIGTERM: kill the running server, remove its data directory,
+/// exit 130. (Drop would not run: the signal ends the process.)
+fn install_signal_handler(rt: &tokio::runtime::Runtime) {
+    rt.spawn(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        eprintln!("rush-bench suite: interrupted; stopping the server");
+        if let Some((pid, dir)) = ACTIVE.lock().expect("not poisoned").take() {
+            // SAFETY: kill/waitpid on our own child.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGKILL);
+                libc::waitpid(pid as i32, std::ptr::null_mut(), 0);
+            }
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        std::process::exit(130);
+    });
+}
+
+/// The servers the suite compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerKind {
+    /// rushd with its defaults: generic key writes synced before the answer.
+    Rush,
+    /// Redis, AOF, `appendfsync everysec`.
+    RedisEverysec,
+    /// Redis, AOF, `appendfsync always`.
+    RedisAlways,
+}
+
+impl ServerKind {
+    pub const ALL: [ServerKind; 3] = [
+        ServerKind::Rush,
+        ServerKind::RedisEverysec,
+        ServerKind::RedisAlways,
+    ];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            ServerKind::Rush => "rush",
+            ServerKind::RedisEverysec => "redis-everysec",
+            ServerKind::RedisAlways => "redis-always",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            ServerKind::Rush => "Rush",
+            ServerKind::RedisEverysec => "Redis (AOF everysec)",
+            ServerKind::RedisAlways => "Redis (AOF always)",
+        }
+    }
+
+    /// What an acknowledged write means on this server.
+    pub fn durability(self) -> &'static str {
+        match self {
+            ServerKind::Rush => "fsynced before the ack (group commit)",
+            ServerKind::RedisEverysec => {
+                "in the AOF, fsynced within ~1 s (the last second can be lost)"
+            }
+            ServerKind::RedisAlways => "fsynced before the ack (appendfsync always)",
+        }
+    }
+
+    pub fn side(self) -> Side {
+        match self {
+            ServerKind::Rush => Side::Rush,
+            _ => Side::Redis,
+        }
+    }
+}
+
+impl std::str::FromStr for ServerKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ServerKind::ALL
+            .into_iter()
+            .find(|k| k.key() == s)
+            .ok_or_else(|| format!("unknown server {s:?}: rush, redis-everysec or redis-always"))
+    }
+}
+
+/// How the suite runs.
+#[derive(Debug, Clone)]
+pub struct SuiteOptions {
+    pub rushd: PathBuf,
+    pub redis_server: PathBuf,
+    pub quick: bool,
+    /// Where REPORT.md, results.json and the charts go.
+    pub out: PathBuf,
+    /// rushd `--shards` (default: rushd's own, one per core).
+    pub shards: Option<usize>,
+    pub connections: usize,
+    /// Closed-loop runs per workload, one per value (requests in flight per connection).
+    pub pipelines: Vec<usize>,
+    pub duration: Duration,
+    pub keys: u64,
+    pub dist: Dist,
+    pub value_size: usize,
+    /// Open-loop steps for sweep workloads, as fractions of the closed-loop peak.
+    pub sweep: Vec<f64>,
+    pub sweep_duration: Duration,
+    /// Workloads to run (empty: all).
+    pub workloads: Vec<String>,
+    pub servers: Vec<ServerKind>,
+    /// Parent of the servers' temporary data directories.
+    pub data_dir: Option<PathBuf>,
+    /// Client runtime threads (reported).
+    pub threads: usize,
+    /// Also run redis-benchmark against each Redis (when it is installed).
+    pub calibrate: bool,
+}
+
+impl SuiteOptions {
+    /// The defaults of a full run, or of `--quick` (under 2 minutes: CI's smoke run).
+    pub fn new(rushd: PathBuf, redis_server: PathBuf, quick: bool) -> SuiteOptions {
+        SuiteOptions {
+            rushd,
+            redis_server,
+            quick,
+            out: PathBuf::from("bench/results"),
+            shards: None,
+            connections: 50,
+            pipelines: if quick { vec![16] } else { vec![1, 16] },
+            duration: Duration::from_secs(if quick { 3 } else { 10 }),
+            keys: if quick { 10_000 } else { 1_000_000 },
+            dist: Dist::Uniform,
+            value_size: 100,
+            sweep: if quick {
+                vec![0.25, 0.5, 0.9]
+            } else {
+                vec![0.1, 0.25, 0.5, 0.75, 0.9]
+            },
+            sweep_duration: Duration::from_millis(if quick { 1500 } else { 5000 }),
+            workloads: Vec::new(),
+            servers: ServerKind::ALL.to_vec(),
+            data_dir: None,
+            threads: 0,
+            calibrate: !quick,
+        }
+    }
+}
+
+/// One measured run of the suite.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SuiteRun {
+    pub server: ServerKind,
+    /// Open-loop step: the fraction of the closed-loop peak offered.
+    pub fraction: Option<f64>,
+    pub report: RunReport,
+}
+
+/// The machine the suite ran on.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub memory_gib: f64,
+    pub kernel: String,
+    /// 1-minute load average when the suite started (others' work shows here).
+    pub load_average: String,
+    /// Filesystem type of the servers' data directories.
+    pub data_fs: String,
+}
+
+/// Everything the suite knows; `results.json`, and the report's input.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SuiteResults {
+    pub mode: String,
+    pub generated: String,
+    pub machine: Machine,
+    pub rushd: String,
+    /// `release` or `debug` (from the binary's path).
+    pub rushd_profile: String,
+    pub rush_shards: String,
+    pub redis_version: String,
+    pub connections: usize,
+    pub client_threads: usize,
+    pub duration_secs: f64,
+    pub sweep_secs: f64,
+    pub keys: u64,
+    pub dist: String,
+    pub value_size: usize,
+    pub runs: Vec<SuiteRun>,
+    /// Runs that could not be made at all.
+    pub failures: Vec<String>,
+    /// redis-benchmark on the same Redis servers, to show how close
+    /// rush-bench's Redis side comes to Redis's own C client.
+    #[serde(default)]
+    pub calibration: Vec<Calibration>,
+}
+
+/// One redis-benchmark figure.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Calibration {
+    pub server: ServerKind,
+    /// The workload whose command redis-benchmark ran (`kv-set` → SET).
+    pub workload: String,
+    pub connections: usize,
+    pub pipeline: usize,
+    pub throughput: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl SuiteResults {
+    /// Operations that failed, over all runs.
+    pub fn error_count(&self) -> u64 {
+        self.runs.iter().map(|r| r.report.errors).sum()
+    }
+}
+
+/// Run the suite and write the report; returns the results (check
+/// [`SuiteResults::error_count`] and `failures`).
+pub fn run_suite(
+    opts: &SuiteOptions,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<SuiteResults> {
+    let entries: Vec<_> = if opts.workloads.is_empty() {
+        WORKLOADS.iter().collect()
+    } else {
+        opts.workloads
+            .iter()
+            .map(|n| crate::workload::find(n).with_context(|| format!("unknown workload {n:?}")))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let data_parent = data_parent(opts.data_dir.as_deref())?;
+    install_signal_handler(rt);
+    let started = Instant::now();
+    let mut results = SuiteResults {
+        mode: if opts.quick { "quick" } else { "full" }.into(),
+        generated: report::utc_now(),
+        machine: machine(&data_parent),
+        rushd: opts.rushd.display().to_string(),
+        rushd_profile: profile_of(&opts.rushd),
+        rush_shards: match opts.shards {
+            Some(n) => n.to_string(),
+            None => format!(
+                "{} (one per core)",
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            ),
+        },
+        redis_version: if opts.servers.iter().any(|s| s.side() == Side::Redis) {
+            redis_version(&opts.redis_server)?
+        } else {
+            String::new()
+        },
+        connections: opts.connections,
+        client_threads: opts.threads,
+        duration_secs: opts.duration.as_secs_f64(),
+        sweep_secs: opts.sweep_duration.as_secs_f64(),
+        keys: opts.keys,
+        dist: opts.dist.to_string(),
+        value_size: opts.value_size,
+        runs: Vec::new(),
+        failures: Vec::new(),
+        calibration: Vec::new(),
+    };
+
+    // Open-loop steps use the deepest pipeline, and its peak.
+    let top = opts
+        .pipelines
+        .iter()
+        .copied()
+        .max()
+        .context("no pipeline given")?;
+    for &kind in &opts.servers {
+        let server = Server::start(kind, opts, &data_parent)
+            .with_context(|| format!("starting {}", kind.label()))?;
+        eprintln!("== {} on {} ==", kind.label(), server.target);
+        for entry in &entries {
+            let mut loaded = false;
+            let mut peak: Option<f64> = None;
+            for &pipeline in &opts.pipelines {
+                let mut o = base_options(opts, kind, &server.target, pipeline);
+                o.params.preload = entry.reads_preloaded;
+                o.load = entry.reads_preloaded && !loaded;
+                o.stop = Stop::Duration(opts.duration);
+                eprintln!(
+                    "-- {} · {} · {} in flight per connection",
+                    entry.name,
+                    kind.key(),
+                    pipeline
+                );
+                match rt.block_on(entry.run(o)) {
+                    Ok(r) => {
+                        loaded |= entry.reads_preloaded;
+                        summarize(&r);
+                        if pipeline == top {
+                            peak = Some(r.throughput);
+                        }
+                        results.runs.push(SuiteRun {
+                            server: kind,
+                            fraction: None,
+                            report: r,
+                        });
+                    }
+                    Err(e) => results.failures.push(format!(
+                        "{} on {} (pipeline {pipeline}): {e:#}",
+                        entry.name,
+                        kind.label()
+                    )),
+                }
+            }
+            let (Some(peak), true) = (peak, entry.sweep) else {
+                continue;
+            };
+            for &f in &opts.sweep {
+                let rate = (peak * f).max(1.0);
+                let mut o = base_options(opts, kind, &server.target, top);
+                o.params.preload = entry.reads_preloaded;
+                o.rate = Some(rate);
+                o.stop = Stop::Duration(opts.sweep_duration);
+                eprintln!(
+                    "-- {} · {} · open loop at {:.0} ops/s ({:.0}% of peak)",
+                    entry.name,
+                    kind.key(),
+                    rate,
+                    f * 100.0
+                );
+                match rt.block_on(entry.run(o)) {
+                    Ok(r) => {
+                        summarize(&r);
+                        results.runs.push(SuiteRun {
+                            server: kind,
+                            fraction: Some(f),
+                            report: r,
+                        });
+                    }
+                    Err(e) => results.failures.push(format!(
+                        "{} on {} at {rate:.0}/s: {e:#}",
+                        entry.name,
+                        kind.label()
+                    )),
+                }
+            }
+        }
+        if opts.calibrate && kind.side() == Side::Redis {
+            calibrate(opts, kind, &server.target, top, &entries, &mut results);
+        }
+        server.stop()?;
+    }
+    eprintln!("suite ran for {:.0}s", started.elapsed().as_secs_f64());
+    report::write(&results, &opts.out)?;
+    Ok(results)
+}
+
+fn base_options(
+    opts: &SuiteOptions,
+    kind: ServerKind,
+    target: &Target,
+    pipeline: usize,
+) -> RunOptions {
+    let mut o = RunOptions::new(target.clone());
+    o.connections = opts.connections;
+    o.pipeline = pipeline;
+    o.params = Params {
+        keys: opts.keys,
+        dist: opts.dist,
+        value_size: opts.value_size,
+        preload: false,
+    };
+    o.progress = true;
+    o.label = Some(kind.label().into());
+    o.durability = Some(kind.durability().into());
+    o
+}
+
+fn summarize(r: &RunReport) {
+    let l = &r.latency;
+    eprintln!(
+        "   {:>10.0} ops/s  p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms  errors {}",
+        r.throughput,
+        l.p50_us / 1000.0,
+        l.p99_us / 1000.0,
+        l.p999_us / 1000.0,
+        r.errors
+    );
+    for (kind, stat) in &r.error_types {
+        eprintln!("   error {kind} × {}: {}", stat.count, stat.example);
+    }
+}
+
+/// The command redis-benchmark runs for a workload, if it has one.
+fn redis_benchmark_test(workload: &str) -> Option<&'static str> {
+    match workload {
+        "kv-set" => Some("SET"),
+        "kv-get" => Some("GET"),
+        "kv-incr" => Some("INCR"),
+        _ => None,
+    }
+}
+
+/// Run redis-benchmark (Redis's own C client: explicit pipelines, no
+/// per-request bookkeeping) with the suite's connections, pipeline, value
+/// size and key range, for the workloads it has a test for.
+fn calibrate(
+    opts: &SuiteOptions,
+    kind: ServerKind,
+    target: &Target,
+    pipeline: usize,
+    entries: &[&crate::workload::Entry],
+    results: &mut SuiteResults,
+) {
+    let bin = opts.redis_server.with_file_name("redis-benchmark");
+    let bin = if bin.is_file() {
+        bin
+    } else {
+        PathBuf::from("redis-benchmark")
+    };
+    let tests: Vec<(&str, &str)> = entries
+        .iter()
+        .filter_map(|e| redis_benchmark_test(e.name).map(|t| (e.name, t)))
+        .collect();
+    if tests.is_empty() {
+        return;
+    }
+    let Some((host, port)) = target.addr.rsplit_once(':') else {
+        return;
+    };
+    // About as long as a closed-loop run at ~200k requests/s.
+    let requests = (opts.duration.as_secs_f64() * 200_000.0) as u64;
+    let names: Vec<&str> = tests.iter().map(|(_, t)| *t).collect();
+    eprintln!("-- redis-benchmark · {} · {}", kind.key(), names.join(","));
+    let out = Command::new(&bin)
+        .args(["-h", host, "-p", port, "--csv"])
+        .arg("-c")
+        .arg(opts.connections.to_string())
+        .arg("-P")
+        .arg(pipeline.to_string())
+        .arg("-d")
+        .arg(opts.value_size.to_string())
+        .arg("-r")
+        .arg(opts.keys.to_string())
+        .arg("-n")
+        .arg(requests.to_string())
+        .arg("-t")
+        .arg(names.join(",").to_lowercase())
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            eprintln!("redis-benchmark failed: {}", o.status);
+            return;
+        }
+        Err(e) => {
+            eprintln!("redis-benchmark not run ({}): {e}", bin.display());
+            return;
+        }
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let cols: Vec<&str> = line.split(',').map(|c| c.trim_matches('"')).collect();
+        let Some((workload, _)) = tests.iter().find(|(_, t)| cols.first() == Some(t)) else {
+            continue;
+        };
+        let num = |i: usize| cols.get(i).and_then(|v| v.parse::<f64>().ok());
+        if let (Some(rps), Some(p50), Some(p99)) = (num(1), num(4), num(6)) {
+            results.calibration.push(Calibration {
+                server: kind,
+                workload: workload.to_string(),
+                connections: opts.connections,
+                pipeline,
+                throughput: rps,
+                p50_ms: p50,
+                p99_ms: p99,
+            });
+        }
+    }
+}
+
+// ── servers ─────────────────────────────────────────────────────────────
+
+/// A server process on loopback with its own temporary data directory.
+/// Dropping it kills the process; [`Server::stop`] stops it gracefully.
+struct Server {
+    child: Child,
+    target: Target,
+    name: &'static str,
+    /// Removed when the server is dropped (after the process is gone).
+    dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start(kind: ServerKind, opts: &SuiteOptions, data_parent: &Path) -> anyhow::Result<Server> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("rush-bench-{}-", kind.key()))
+            .tempdir_in(data_parent)
+            .context("creating a data directory")?;
+        let server = match kind {
+            ServerKind::Rush => start_rushd(&opts.rushd, opts.shards, dir),
+            ServerKind::RedisEverysec => start_redis(&opts.redis_server, "everysec", dir),
+            ServerKind::RedisAlways => start_redis(&opts.redis_server, "always", dir),
+        }?;
+        *ACTIVE.lock().expect("not poisoned") =
+            Some((server.child.id(), server.dir.path().to_path_buf()));
+        Ok(server)
+    }
+
+    /// SIGTERM, then wait (SIGKILL after 20 s).
+    fn stop(mut self) -> anyhow::Result<()> {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                if !status.success() {
+                    eprintln!("{} exited with {status}", self.name);
+                }
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                eprintln!("{} did not stop within 20 s: killing it", self.name);
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        ACTIVE.lock().expect("not poisoned").take();
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Spawn `cmd` so that it is killed if this process dies (PR_SET_PDEATHSIG):
+/// no server outlives an interrupted suite.
+fn spawn_tied(cmd: &mut Command) -> std::io::Result<Child> {
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+fn start_rushd(
+    bin: &Path,
+    shards: Option<usize>,
+    dir: tempfile::TempDir,
+) -> anyhow::Result<Server> {
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--http",
+        "",
+        "--log",
+        "warn",
+        "--data",
+    ])
+    .arg(dir.path())
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
+    if let Some(n) = shards {
+        cmd.arg("--shards").arg(n.to_string());
+    }
+    let mut child = spawn_tied(&mut cmd).with_context(|| format!("running {}", bin.display()))?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The first line is "rushd serving ADDR http ADDR"; later ones (logs)
+    // are passed on, so the pipe never fills.
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
+        if let Some(first) = lines.next() {
+            let _ = tx.send(first);
+        }
+        for line in lines {
+            eprintln!("rushd: {line}");
+        }
+    });
+    let line = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(l) => l,
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("rushd did not print its serving line within 60 s");
+        }
+    };
+    let parts: Vec<&str> = line.split_whitespace().collect();
+    if parts.get(1) != Some(&"serving") || parts.len() < 3 {
+        let _ = child.kill();
+        let _ = child.wait();
+        bail!("unexpected first line from rushd: {line:?}");
+    }
+    let target: Target = format!("rush://{}", parts[2])
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!(e))?;
+    Ok(Server {
+        child,
+        target,
+        name: "rushd",
+        dir,
+    })
+}
+
+fn start_redis(bin: &Path, fsync: &str, dir: tempfile::TempDir) -> anyhow::Result<Server> {
+    // A free loopback port (the small race with other processes is harmless:
+    // the readiness check below would fail loudly).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let log = dir.path().join("redis.log");
+    let mut cmd = Command::new(bin);
+    cmd.arg("--port")
+        .arg(port.to_string())
+        .args([
+            "--bind",
+            "127.0.0.1",
+            "--protected-mode",
+            "yes",
+            "--daemonize",
+            "no",
+        ])
+        .args(["--appendonly", "yes", "--appendfsync", fsync])
+        // RDB snapshots off: the AOF is the durability under test, and a
+        // background save mid-run would only add noise.
+        .args(["--save", ""])
+        .arg("--dir")
+        .arg(dir.path())
+        .arg("--logfile")
+        .arg(&log)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let mut child = spawn_tied(&mut cmd).with_context(|| format!("running {}", bin.display()))?;
+    let addr = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if redis_ping(&addr) {
+            break;
+        }
+        if let Some(status) = child.try_wait()? {
+            let tail = std::fs::read_to_string(&log).unwrap_or_default();
+            bail!("redis-server exited with {status}:\n{tail}");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("redis-server did not answer PING on {addr} within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(Server {
+        child,
+        target: format!("redis://{addr}")
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!(e))?,
+        name: "redis-server",
+        dir,
+    })
+}
+
+/// True when a Redis on `addr` answers PING (and has loaded its data).
+fn redis_ping(addr: &str) -> bool {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 7];
+    s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+fn redis_version(bin: &Path) -> anyhow::Result<String> {
+    let out = Command::new(bin)
+        .arg("--version")
+        .output()
+        .with_context(|| {
+            format!(
+                "running {} --version (is redis-server installed?)",
+                bin.display()
+            )
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v="))
+        .unwrap_or(text.trim())
+        .to_string())
+}
+
+fn profile_of(bin: &Path) -> String {
+    let parts: Vec<_> = bin
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect();
+    if parts.iter().any(|p| p == "release") {
+        "release".into()
+    } else if parts.iter().any(|p| p == "debug") {
+        "debug".into()
+    } else {
+        "unknown".into()
+    }
+}
+
+// ── the machine ─────────────────────────────────────────────────────────
+
+/// Where the servers' data directories go: the given parent, else the
+/// system temp directory unless it is in memory (tmpfs would make every
+/// fsync free and the durability comparison meaningless), else `.`.
+fn data_parent(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = given {
+        std::fs::create_dir_all(p)?;
+        return Ok(p.to_path_buf());
+    }
+    let tmp = std::env::temp_dir();
+    if fs_type(&tmp) == "tmpfs" {
+        eprintln!(
+            "{} is tmpfs (fsync would be free): keeping server data in .",
+            tmp.display()
+        );
+        return Ok(PathBuf::from("."));
+    }
+    Ok(tmp)
+}
+
+fn fs_type(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return "unknown".into();
+    };
+    // SAFETY: statfs writes into the zeroed struct we own.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return "unknown".into();
+    }
+    match st.f_type as i64 {
+        0xEF53 => "ext4".into(),
+        0x5846_5342 => "xfs".into(),
+        0x9123_683E => "btrfs".into(),
+        0x0102_1994 => "tmpfs".into(),
+        0x794C_7630 => "overlayfs".into(),
+        0x2FC1_2FC1 => "zfs".into(),
+        other => format!("0x{other:x}"),
+    }
+}
+
+/// Facts about this machine for the top of the report.
+pub fn machine(data_parent: &Path) -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib: f64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    Machine {
+        cpu,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        memory_gib: mem_kib / (1024.0 * 1024.0),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+        load_average: std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|s| s.split_whitespace().next().map(str::to_string))
+            .unwrap_or_default(),
+        data_fs: fs_type(data_parent),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_kinds_round_trip() {
+        for k in ServerKind::ALL {
+            assert_eq!(k.key().parse::<ServerKind>(), Ok(k));
+        }
+        assert!("mysql".parse::<ServerKind>().is_err());
+    }
+
+    #[test]
+    fn profile_from_path() {
+        assert_eq!(profile_of(Path::new("target/release/rushd")), "release");
+        assert_eq!(profile_of(Path::new("/x/target/debug/rushd")), "debug");
+        assert_eq!(profile_of(Path::new("/usr/bin/rushd")), "unknown");
+    }
+
+    #[test]
+    fn machine_facts_are_read() {
+        let m = machine(&std::env::temp_dir());
+        assert!(m.cores >= 1);
+        assert!(!m.cpu.is_empty());
+    }
+}

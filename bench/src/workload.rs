@@ -1,0 +1,318 @@
+//! The workload abstraction and the registry of every workload.
+//!
+//! A workload is one file in `workloads/` with a type implementing
+//! [`Workload`]: its Rush side ([`Workload::rush`]), its Redis side
+//! ([`Workload::redis`]), optionally what it preloads on each side, and one
+//! line in [`WORKLOADS`]. The driver owns everything else (connections,
+//! closed and open loop, timing, errors, progress, JSON), so both sides of
+//! every workload are measured by the same code with the same settings.
+//!
+//! One operation is one logical user action (a SET; later a whole order, a
+//! grab): what it costs on each side, including round trips and scripts, is
+//! what the row compares.
+
+use crate::dist::{Dist, KeySampler};
+use crate::driver::{self, RunOptions};
+use crate::stats::{OpError, Outcome, RunReport};
+use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use rush_protocol::Command;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// What every workload is built from (the command line's data options).
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Size of the key space (`--keys`).
+    pub keys: u64,
+    /// Which keys requests touch (`--dist`).
+    pub dist: Dist,
+    /// Bytes per written value (`--value-size`, 100 as in redis-benchmark).
+    pub value_size: usize,
+    /// The data this workload reads is there (loaded by `--preload` in this
+    /// run or an earlier one), so a missing item is an error, not a miss.
+    pub preload: bool,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            keys: 100_000,
+            dist: Dist::Uniform,
+            value_size: 100,
+            preload: false,
+        }
+    }
+}
+
+/// A Rush connection with the run's request timeout.
+#[derive(Clone)]
+pub struct RushConn {
+    pub conn: rush_client::Connection,
+    pub timeout: Duration,
+}
+
+impl RushConn {
+    /// One request, one answer (pipelined with the connection's other lanes).
+    #[inline]
+    pub async fn call<C: Command>(&self, cmd: &C) -> Result<C::Reply, OpError> {
+        Ok(self.conn.call(cmd, self.timeout).await?)
+    }
+}
+
+/// A Redis connection (multiplexed: clones share the socket).
+pub type RedisConn = redis::aio::MultiplexedConnection;
+
+/// One workload: the same user action on Rush and on Redis.
+///
+/// The driver creates one [`Workload::Lane`] per request slot (C connections
+/// × P in flight) and calls `rush` or `redis` with it for every operation, so
+/// per-lane state (an RNG, a reserved ID segment, a list of created ids)
+/// needs no locking.
+pub trait Workload: Sized + Send + Sync + 'static {
+    /// The command-line name (`kv-set`).
+    const NAME: &'static str;
+    /// One line for `--help` and the report.
+    const ABOUT: &'static str;
+    /// The suite preloads before running this workload (it reads data).
+    const READS_PRELOADED: bool = false;
+    /// The suite also measures this workload's latency against offered load.
+    const SWEEP: bool = false;
+
+    /// Per-lane state.
+    type Lane: Send + 'static;
+
+    fn new(params: &Params) -> anyhow::Result<Self>;
+
+    /// State for lane number `index` (seeded from it: runs are repeatable).
+    fn lane(&self, index: u64) -> Self::Lane;
+
+    /// Load what the workload reads into Rush; returns how many items.
+    fn preload_rush(
+        &self,
+        _conns: &[RushConn],
+    ) -> impl Future<Output = anyhow::Result<u64>> + Send {
+        async { Ok(0) }
+    }
+
+    /// Load what the workload reads into Redis; returns how many items.
+    fn preload_redis(
+        &self,
+        _conns: &[RedisConn],
+    ) -> impl Future<Output = anyhow::Result<u64>> + Send {
+        async { Ok(0) }
+    }
+
+    /// One operation against Rush.
+    fn rush(
+        &self,
+        lane: &mut Self::Lane,
+        conn: &RushConn,
+    ) -> impl Future<Output = Result<Outcome, OpError>> + Send;
+
+    /// The same operation against Redis, the way a skilled Redis user would.
+    fn redis(
+        &self,
+        lane: &mut Self::Lane,
+        conn: &mut RedisConn,
+    ) -> impl Future<Output = Result<Outcome, OpError>> + Send;
+}
+
+type RunFuture = Pin<Box<dyn Future<Output = anyhow::Result<RunReport>> + Send>>;
+
+/// A registered workload, type-erased for the command line and the suite.
+pub struct Entry {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub reads_preloaded: bool,
+    pub sweep: bool,
+    run: fn(RunOptions) -> RunFuture,
+}
+
+impl Entry {
+    pub const fn of<W: Workload>() -> Entry {
+        Entry {
+            name: W::NAME,
+            about: W::ABOUT,
+            reads_preloaded: W::READS_PRELOADED,
+            sweep: W::SWEEP,
+            run: run_boxed::<W>,
+        }
+    }
+
+    /// Run this workload as `opts` say.
+    pub fn run(&self, opts: RunOptions) -> RunFuture {
+        (self.run)(opts)
+    }
+}
+
+fn run_boxed<W: Workload>(opts: RunOptions) -> RunFuture {
+    Box::pin(driver::run::<W>(opts))
+}
+
+/// Every workload, in report order. Adding one: a file in `workloads/`, its
+/// `mod` line there, and one line here.
+pub static WORKLOADS: &[Entry] = &[
+    Entry::of::<crate::workloads::kv_set::KvSet>(),
+    Entry::of::<crate::workloads::kv_get::KvGet>(),
+    Entry::of::<crate::workloads::kv_incr::KvIncr>(),
+];
+
+/// The workload called `name`.
+pub fn find(name: &str) -> Option<&'static Entry> {
+    WORKLOADS.iter().find(|e| e.name == name)
+}
+
+// ── helpers for workloads ───────────────────────────────────────────────
+
+/// The usual lane: an RNG and the key distribution.
+pub struct KeyPicker {
+    pub rng: SmallRng,
+    pub sampler: KeySampler,
+    /// Reused for formatting keys (no allocation per request on its own).
+    pub buf: Vec<u8>,
+}
+
+impl KeyPicker {
+    pub fn new(params: &Params, index: u64) -> KeyPicker {
+        KeyPicker {
+            // Distinct, fixed seeds: a rerun draws the same keys.
+            rng: SmallRng::seed_from_u64(0x5eed_0000 ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            sampler: KeySampler::new(params.dist, params.keys),
+            buf: Vec::with_capacity(32),
+        }
+    }
+
+    /// The next key, formatted as `prefix` + 12 zero-padded digits (the
+    /// `key:000000012345` shape redis-benchmark uses) into `self.buf`.
+    #[inline]
+    pub fn next_key(&mut self, prefix: &[u8]) -> &[u8] {
+        let n = self.sampler.sample(&mut self.rng);
+        format_key(&mut self.buf, prefix, n);
+        &self.buf
+    }
+}
+
+/// `prefix` + `n` as 12 zero-padded decimal digits, into `buf`.
+#[inline]
+pub fn format_key(buf: &mut Vec<u8>, prefix: &[u8], n: u64) {
+    buf.clear();
+    buf.extend_from_slice(prefix);
+    let mut digits = [b'0'; 20];
+    let mut i = digits.len();
+    let mut v = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let width = (digits.len() - i).max(12);
+    buf.extend_from_slice(&digits[digits.len() - width..]);
+}
+
+/// A value of `size` bytes of `x`, as redis-benchmark writes.
+pub fn filler_value(size: usize) -> Bytes {
+    Bytes::from(vec![b'x'; size])
+}
+
+/// Requests in flight per connection while preloading Rush (group commit
+/// turns them into a few large synced batches).
+const PRELOAD_DEPTH_RUSH: usize = 512;
+/// Commands per Redis pipeline while preloading, and pipelines in flight per
+/// connection.
+const PRELOAD_BATCH_REDIS: u64 = 1000;
+const PRELOAD_DEPTH_REDIS: usize = 4;
+
+/// Send requests `make(0..n)` through Rush, spread over `conns`, many in
+/// flight on each; fails on the first error (a preload must be complete).
+pub async fn rush_bulk<C, F>(conns: &[RushConn], n: u64, make: F) -> anyhow::Result<u64>
+where
+    C: Command + Send + Sync,
+    F: Fn(u64) -> C + Send + Sync,
+{
+    let count = conns.len().max(1) as u64;
+    let make = &make;
+    let per_conn = conns.iter().enumerate().map(|(j, conn)| async move {
+        let mut next = j as u64;
+        let mut inflight = FuturesUnordered::new();
+        loop {
+            while inflight.len() < PRELOAD_DEPTH_RUSH && next < n {
+                let cmd = make(next);
+                next += count;
+                inflight.push(async move { conn.call(&cmd).await.map(|_| ()) });
+            }
+            match inflight.next().await {
+                Some(Ok(())) => {}
+                Some(Err(e)) => anyhow::bail!("preload: {}: {}", e.kind, e.message),
+                None => return Ok(()),
+            }
+        }
+    });
+    futures_util::future::try_join_all(per_conn).await?;
+    Ok(n)
+}
+
+/// Add commands for items `0..n` to Redis pipelines (`add(i, pipe)`),
+/// [`PRELOAD_BATCH_REDIS`] per round trip, spread over `conns`.
+pub async fn redis_bulk<F>(conns: &[RedisConn], n: u64, add: F) -> anyhow::Result<u64>
+where
+    F: Fn(u64, &mut redis::Pipeline) + Send + Sync,
+{
+    let count = conns.len().max(1) as u64;
+    let batches = n.div_ceil(PRELOAD_BATCH_REDIS);
+    let add = &add;
+    let per_conn = conns.iter().enumerate().map(|(j, conn)| async move {
+        let mut next = j as u64;
+        let mut inflight = FuturesUnordered::new();
+        loop {
+            while inflight.len() < PRELOAD_DEPTH_REDIS && next < batches {
+                let mut pipe = redis::pipe();
+                let start = next * PRELOAD_BATCH_REDIS;
+                for i in start..(start + PRELOAD_BATCH_REDIS).min(n) {
+                    add(i, &mut pipe);
+                }
+                next += count;
+                let mut conn = conn.clone();
+                inflight.push(async move { pipe.query_async::<()>(&mut conn).await });
+            }
+            match inflight.next().await {
+                Some(Ok(())) => {}
+                Some(Err(e)) => anyhow::bail!("preload: {e}"),
+                None => return Ok(()),
+            }
+        }
+    });
+    futures_util::future::try_join_all(per_conn).await?;
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_look_like_redis_benchmark() {
+        let mut b = Vec::new();
+        format_key(&mut b, b"key:", 12345);
+        assert_eq!(b, b"key:000000012345");
+        format_key(&mut b, b"counter:", 0);
+        assert_eq!(b, b"counter:000000000000");
+        format_key(&mut b, b"k:", 1_234_567_890_123);
+        assert_eq!(b, b"k:1234567890123");
+    }
+
+    #[test]
+    fn registry_names_are_unique_and_found() {
+        for e in WORKLOADS {
+            assert_eq!(find(e.name).map(|f| f.name), Some(e.name));
+            assert_eq!(WORKLOADS.iter().filter(|o| o.name == e.name).count(), 1);
+        }
+        assert!(find("nope").is_none());
+    }
+}

@@ -1,0 +1,6 @@
+//! One file per workload: its Rush side and its Redis side (see
+//! [`crate::workload::Workload`]). Register each in `workload::WORKLOADS`.
+
+pub mod kv_get;
+pub mod kv_incr;
+pub mod kv_set;

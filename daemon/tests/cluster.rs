@@ -577,3 +577,39 @@ async fn migrate_refuses_what_it_cannot_do() {
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test]
+async fn redirects_of_codes_another_node_serves_are_forwarded() {
+    let redirect = |c: &mut rush_daemon::Config| c.links.redirect_listen = "127.0.0.1:0".into();
+    let a = TestNode::start_with(redirect).await;
+    let b = TestNode::start_with(redirect).await;
+    let addrs = vec![a.addr().to_string(), b.addr().to_string()];
+    rush_client::cluster::create(&addrs, false, ClientOptions::default())
+        .await
+        .unwrap();
+    let c = connect(a.addr()).await;
+    // A code issued in a slot of B.
+    let r = c
+        .shorten_batch_in(
+            9000,
+            "acct",
+            vec![BatchShortenItem::new("https://target.example/x")],
+        )
+        .await
+        .unwrap();
+    let code = &r.links[0].code;
+    for n in [&a, &b] {
+        let http = n.running().redirect_addr().unwrap();
+        let (status, _) = common::http_get(http, &format!("/{code}")).await;
+        assert_eq!(status, 302, "asked at {http}");
+    }
+    // Both visits were counted where the link lives.
+    assert_eq!(c.link_info(code.clone()).await.unwrap().visits, 2);
+    // An unknown code of B's slots is a 404 at A too.
+    let unknown = format!("{}x", &code[..code.len() - 1]);
+    let (status, _) =
+        common::http_get(a.running().redirect_addr().unwrap(), &format!("/{unknown}")).await;
+    assert_eq!(status, 404);
+    a.stop().await;
+    b.stop().await;
+}

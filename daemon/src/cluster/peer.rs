@@ -50,6 +50,9 @@ impl From<PeerError> for RushError {
 trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
+/// Idle connections kept per peer for [`Peers::call_pooled`].
+const POOL_PER_PEER: usize = 16;
+
 /// How to reach peers.
 #[derive(Clone)]
 pub struct Peers {
@@ -57,6 +60,10 @@ pub struct Peers {
     tls: Option<tokio_rustls::TlsConnector>,
     timeout: Duration,
     name: String,
+    /// Idle connections by address, for requests forwarded on behalf of
+    /// clients (HTTP redirects of codes another node serves). A plain mutex:
+    /// held for a push or pop, never across an await.
+    idle: Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<PeerConn>>>>,
 }
 
 impl Peers {
@@ -75,6 +82,7 @@ impl Peers {
             tls,
             timeout,
             name: format!("rushd/{node_id}"),
+            idle: Default::default(),
         })
     }
 
@@ -126,6 +134,45 @@ impl Peers {
     /// One request on a fresh connection.
     pub async fn call<C: Command>(&self, addr: &str, cmd: &C) -> Result<C::Reply, PeerError> {
         self.connect(addr).await?.call(cmd).await
+    }
+
+    /// One idempotent request on a pooled connection (kept for the next
+    /// one). A pooled connection the peer closed meanwhile is replaced once.
+    pub async fn call_pooled<C: Command>(
+        &self,
+        addr: &str,
+        cmd: &C,
+    ) -> Result<C::Reply, PeerError> {
+        debug_assert!(C::IDEMPOTENT);
+        for _ in 0..2 {
+            let pooled = self
+                .idle
+                .lock()
+                .expect("not poisoned")
+                .get_mut(addr)
+                .and_then(Vec::pop);
+            let fresh = pooled.is_none();
+            let mut conn = match pooled {
+                Some(c) => c,
+                None => self.connect(addr).await?,
+            };
+            match conn.call(cmd).await {
+                Err(PeerError::Lost(m)) if !fresh => {
+                    tracing::debug!(addr, error = %m, "pooled peer connection was closed; reconnecting");
+                }
+                result => {
+                    if !matches!(result, Err(PeerError::Lost(_))) {
+                        let mut idle = self.idle.lock().expect("not poisoned");
+                        let list = idle.entry(addr.to_string()).or_default();
+                        if list.len() < POOL_PER_PEER {
+                            list.push(conn);
+                        }
+                    }
+                    return result;
+                }
+            }
+        }
+        Err(PeerError::Lost(format!("{addr}: connection closed twice")))
     }
 }
 

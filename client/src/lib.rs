@@ -235,8 +235,9 @@ impl Client {
         let seed = &self.inner.addr;
         let seed_id = self.node(seed).id.lock().expect("not poisoned").clone();
         let current = self.routes();
-        // An older map than the one in use is stale news.
-        if map.epoch < current.epoch {
+        // An older map than the one in use is stale news, and so is "no
+        // map" once MOVED answers have taught the client where slots are.
+        if map.epoch < current.epoch || (map.epoch == 0 && current.addrs.len() > 1) {
             return Ok(());
         }
         let routes = Routes::from_map(map, seed, seed_id.as_deref())

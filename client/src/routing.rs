@@ -322,3 +322,114 @@ pub(crate) fn redirect(e: &RushError) -> Option<(ErrorCode, u16, &str)> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rush_protocol::cmd::{EnvelopeRefunds, RefundCursor};
+
+    fn refund(stamp: u64, id: u64) -> Refund {
+        Refund {
+            cursor: RefundCursor { stamp, id },
+            sender: "s".into(),
+            amount_cents: 1,
+            refunded_at_ms: stamp,
+        }
+    }
+
+    fn page(refunds: Vec<Refund>, next: u64, more: bool) -> Reply {
+        Reply::EnvelopeRefunds(EnvelopeRefundsReply {
+            refunds,
+            next: RefundCursor {
+                stamp: next,
+                id: u64::MAX,
+            },
+            more,
+        })
+    }
+
+    #[test]
+    fn refund_streams_merge_up_to_the_lowest_bound() {
+        let req = Request::EnvelopeRefunds(EnvelopeRefunds {
+            after: RefundCursor::START,
+            limit: 10,
+        });
+        // Node 1 is complete to 100, node 2 to 50: node 1's refund at 70
+        // waits for node 2's bound to pass it.
+        let merged = merge(
+            &req,
+            vec![
+                page(vec![refund(10, 1), refund(70, 2)], 100, false),
+                page(vec![refund(20, 3)], 50, false),
+            ],
+        )
+        .unwrap();
+        let Reply::EnvelopeRefunds(p) = merged else {
+            panic!()
+        };
+        let ids: Vec<u64> = p.refunds.iter().map(|r| r.cursor.id).collect();
+        assert_eq!(ids, vec![1, 3]);
+        assert_eq!(p.next.stamp, 50);
+        assert!(!p.more);
+        // A full page ends at its last refund, and says there is more.
+        let req = Request::EnvelopeRefunds(EnvelopeRefunds {
+            after: RefundCursor::START,
+            limit: 1,
+        });
+        let Reply::EnvelopeRefunds(p) = merge(
+            &req,
+            vec![
+                page(vec![refund(10, 1)], 100, false),
+                page(vec![refund(20, 3)], 50, false),
+            ],
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(p.refunds.len(), 1);
+        assert_eq!(p.next, RefundCursor { stamp: 10, id: 1 });
+        assert!(p.more);
+    }
+
+    #[test]
+    fn sums_and_maxima() {
+        let req = Request::ClockAdvance(rush_protocol::cmd::ClockAdvance { ms: 1 });
+        assert_eq!(
+            merge(&req, vec![Reply::ClockAdvance(5), Reply::ClockAdvance(9)]).unwrap(),
+            Reply::ClockAdvance(9)
+        );
+        let req = Request::EnvelopeRefundsAck(rush_protocol::cmd::EnvelopeRefundsAck {
+            cursor: RefundCursor::START,
+        });
+        assert_eq!(
+            merge(
+                &req,
+                vec![Reply::EnvelopeRefundsAck(2), Reply::EnvelopeRefundsAck(3)]
+            )
+            .unwrap(),
+            Reply::EnvelopeRefundsAck(5)
+        );
+        let req = Request::Compact(rush_protocol::cmd::Compact {});
+        assert_eq!(
+            merge(&req, vec![Reply::Compact(()), Reply::Compact(())]).unwrap(),
+            Reply::Compact(())
+        );
+    }
+
+    #[test]
+    fn what_is_safe_to_resend() {
+        use rush_protocol::cmd::{EnvelopeCreate, IncrBy, LinkShorten};
+        assert!(!retry_safe(&Request::IncrBy(IncrBy {
+            key: "k".into(),
+            delta: 1
+        })));
+        let mut create = EnvelopeCreate::new("s", 10, 1);
+        assert!(!retry_safe(&Request::EnvelopeCreate(create.clone())));
+        create.idempotency_key = Some("k".into());
+        assert!(retry_safe(&Request::EnvelopeCreate(create)));
+        let mut shorten = LinkShorten::new("https://e.com");
+        assert!(!retry_safe(&Request::LinkShorten(shorten.clone())));
+        shorten.reuse = true;
+        assert!(retry_safe(&Request::LinkShorten(shorten)));
+    }
+}

@@ -43,7 +43,7 @@ impl Node {
             conf.push_str(&format!("[debug]\ncrash_point = {point:?}\n"));
         }
         std::fs::write(&self.conf, conf).unwrap();
-        let extra = vec![
+        let extra = [
             "--node-id".to_string(),
             self.id.clone(),
             "--config".into(),

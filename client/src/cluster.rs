@@ -124,6 +124,22 @@ pub async fn create(
                 current.epoch
             )));
         }
+        // Data on a node that was running alone would be left in slots the
+        // new map gives to other nodes, invisible: grow a cluster from such
+        // a node by moving slots instead (apply a map that adds nodes
+        // owning no slots, then `cluster migrate`).
+        let keys: u64 = info
+            .get("keys_estimate")
+            .and_then(|k| k.parse().ok())
+            .unwrap_or(0);
+        if keys > 0 && current.epoch == 0 && !replace {
+            return Err(ClientError::Cluster(format!(
+                "{addr} (node {id}) already holds data (about {keys} keys): a new map would hide \
+                 the keys of slots it gives to other nodes. Grow a cluster from it by applying a \
+                 map that adds nodes with no slots and moving slots to them \
+                 (rush cluster migrate), or pass --replace"
+            )));
+        }
         epoch = epoch.max(current.epoch);
         if let Some((other, _)) = nodes.iter().find(|(i, _): &&(String, String)| *i == id) {
             return Err(ClientError::Cluster(format!(

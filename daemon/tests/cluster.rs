@@ -613,3 +613,94 @@ async fn redirects_of_codes_another_node_serves_are_forwarded() {
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test]
+async fn a_lone_node_with_data_grows_into_a_cluster_by_moving_slots() {
+    let a = TestNode::start().await;
+    let b = TestNode::start().await;
+    let keys: Vec<String> = keys_in("k", 16000..16384, 30);
+    for k in &keys {
+        a.client.set(k.clone(), "v").await.unwrap();
+    }
+    let addrs = vec![a.addr().to_string(), b.addr().to_string()];
+    // A new map would hide half of A's keys: refused.
+    let e = rush_client::cluster::create(&addrs, false, ClientOptions::default())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("already holds data"), "{e}");
+    // Instead: B joins owning nothing, then slots move to it.
+    let a_id = a
+        .client
+        .info()
+        .await
+        .unwrap()
+        .get("node_id")
+        .unwrap()
+        .to_string();
+    let b_id = b
+        .client
+        .info()
+        .await
+        .unwrap()
+        .get("node_id")
+        .unwrap()
+        .to_string();
+    let map = ClusterSlotsReply {
+        epoch: 1,
+        nodes: vec![
+            ClusterNode {
+                id: a_id,
+                addr: addrs[0].clone(),
+                ranges: vec![SlotRange {
+                    start: 0,
+                    end: 16383,
+                }],
+            },
+            ClusterNode {
+                id: b_id.clone(),
+                addr: addrs[1].clone(),
+                ranges: vec![],
+            },
+        ],
+    };
+    let c = connect(a.addr()).await;
+    for (addr, r) in c.cluster_apply(&map).await {
+        assert_eq!(r.unwrap(), 1, "{addr}");
+    }
+    let moved = c
+        .cluster_migrate(
+            &[SlotRange {
+                start: 16000,
+                end: 16383,
+            }],
+            &b_id,
+        )
+        .await
+        .unwrap();
+    assert_eq!(moved.slots, 384);
+    let m = c.cluster_slots().await.unwrap();
+    assert_eq!(
+        m.node(&b_id).unwrap().ranges,
+        vec![SlotRange {
+            start: 16000,
+            end: 16383
+        }]
+    );
+    for k in &keys {
+        assert_eq!(c.get(k.clone()).await.unwrap(), Some(Bytes::from("v")));
+        assert_eq!(
+            b.client
+                .call_on(
+                    &addrs[1],
+                    Get {
+                        key: k.clone().into()
+                    }
+                )
+                .await
+                .unwrap(),
+            Some(Bytes::from("v"))
+        );
+    }
+    a.stop().await;
+    b.stop().await;
+}

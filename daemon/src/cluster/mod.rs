@@ -116,6 +116,9 @@ pub struct Cluster {
     /// Test support: `debug.crash_point` exits the process at a named step
     /// of a move (see [`Cluster::crash_point`]).
     crash: Option<String>,
+    /// A move was interrupted (its record was found at start): recovery
+    /// runs as soon as the node serves.
+    interrupted: bool,
 }
 
 impl Cluster {
@@ -182,7 +185,8 @@ impl Cluster {
             );
         }
         let routing = Arc::new(Routing::new(map, node_id, &metrics.cluster));
-        if let Some(rec) = store::MigrationRecord::load(storage)? {
+        let interrupted = store::MigrationRecord::load(storage)?;
+        if let Some(rec) = &interrupted {
             tracing::warn!(slot = rec.slot, target = %rec.target_id, "a slot move was interrupted; the slot stays frozen until it is resolved");
             routing.freeze(rec.slot);
         }
@@ -205,6 +209,7 @@ impl Cluster {
             importing: tokio::sync::Mutex::new(()),
             map_changes: tokio::sync::Mutex::new(()),
             crash: config.debug.crash_point.clone(),
+            interrupted: interrupted.is_some(),
             config: cfg,
         })
     }
@@ -397,7 +402,14 @@ pub async fn set_map(node: &Arc<NodeShared>, map: ClusterSlotsReply) -> Result<u
     Ok(map.epoch)
 }
 
-/// Resume an interrupted slot move in the background (at start).
+/// At start: resume a slot move the node was coordinating when it stopped.
+pub fn recover_at_start(node: &Arc<NodeShared>) {
+    if node.cluster.interrupted {
+        spawn_recovery(node);
+    }
+}
+
+/// Resolve the slot move this node's record describes, in the background.
 pub fn spawn_recovery(node: &Arc<NodeShared>) {
     let node = node.clone();
     let tasks = node.tasks.clone();

@@ -253,19 +253,19 @@ async fn move_slot(
     };
     let outcome = conn.as_mut().expect("connected").call(&commit).await;
     c.crash_point("source-after-commit");
+    // Only the target's records say whether it committed. An error answer
+    // is (by design) a refusal, but the records are asked all the same, so
+    // that no path gives the slot back to service here while the target
+    // serves it too.
+    let mut refused = None;
     let committed = match outcome {
         Ok(_) => true,
-        // The target looked and said no: it did not commit.
-        Err(PeerError::Server(e)) => {
-            m.migration_failures
-                .with_label_values(&["rolled back"])
-                .inc();
-            roll_back(node, &rec, conn).await;
-            return Err(e);
-        }
         Err(e) => {
-            *conn = None;
-            tracing::warn!(slot, error = %e, "no answer to MIGRATE_COMMIT; asking the target");
+            match &e {
+                PeerError::Server(e) => refused = Some(e.clone()),
+                _ => *conn = None,
+            }
+            tracing::warn!(slot, error = %e, "MIGRATE_COMMIT did not succeed; asking the target");
             match resolve(node, &rec, Some(Instant::now() + RESOLVE_INLINE)).await {
                 Some(committed) => committed,
                 None => {
@@ -286,9 +286,9 @@ async fn move_slot(
             .with_label_values(&["rolled back"])
             .inc();
         finish_roll_back(node, &rec).await;
-        return Err(RushError::unavailable(
-            "the target did not take the slot; it stays here",
-        ));
+        return Err(refused.unwrap_or_else(|| {
+            RushError::unavailable("the target did not take the slot; it stays here")
+        }));
     }
     if let Err(e) = release(node, &rec).await {
         super::spawn_recovery(node);

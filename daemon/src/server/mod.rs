@@ -265,7 +265,7 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
     node.ready.store(true, Ordering::SeqCst);
     // A slot move this node was coordinating when it stopped is resolved
     // in the background (its slot answers TRYAGAIN meanwhile).
-    crate::cluster::spawn_recovery(&node);
+    crate::cluster::recover_at_start(&node);
     tracing::info!(%addr, http = %http_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), redirect = %redirect_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), shards = node.shards.len(), node = %node.node_id, "rushd ready");
     Ok(Running {
         node,

@@ -704,3 +704,51 @@ async fn a_lone_node_with_data_grows_into_a_cluster_by_moving_slots() {
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test]
+async fn nodes_with_tokens_move_slots_with_their_admin_token() {
+    let tokens = tempfile::tempdir().unwrap();
+    let admin = tokens.path().join("admin.tokens");
+    let clients = tokens.path().join("clients.tokens");
+    std::fs::write(&admin, "ops:s3cret-admin\n").unwrap();
+    std::fs::write(&clients, "app:s3cret-app\n").unwrap();
+    let (a_tok, c_tok) = (admin.clone(), clients.clone());
+    let auth = move |c: &mut rush_daemon::Config| {
+        c.auth.admin_token_file = Some(a_tok.clone());
+        c.auth.token_file = Some(c_tok.clone());
+    };
+    let a = TestNode::start_with(auth.clone()).await;
+    let b = TestNode::start_with(auth).await;
+    let addrs = vec![a.addr().to_string(), b.addr().to_string()];
+    let as_app = ClientOptions {
+        token: Some("s3cret-app".into()),
+        ..ClientOptions::default()
+    };
+    // A client token can't change the map...
+    let e = rush_client::cluster::create(&addrs, false, as_app.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Forbidden), "{e}");
+    let as_admin = ClientOptions {
+        token: Some("s3cret-admin".into()),
+        ..ClientOptions::default()
+    };
+    let map = rush_client::cluster::create(&addrs, false, as_admin.clone())
+        .await
+        .unwrap();
+    // ...but reads the map and routes; the source reaches the target with
+    // its own admin token.
+    let app = Client::connect_with(&addrs[0], as_app).await.unwrap();
+    assert_eq!(app.cluster_map().unwrap().epoch, 1);
+    let k = keys_in("k", 10..11, 1).remove(0);
+    app.set(k.clone(), "v").await.unwrap();
+    let ops = Client::connect_with(&addrs[0], as_admin).await.unwrap();
+    let moved = ops
+        .cluster_migrate(&[SlotRange { start: 10, end: 10 }], &map.nodes[1].id)
+        .await
+        .unwrap();
+    assert_eq!(moved.slots, 1);
+    assert_eq!(app.get(k).await.unwrap(), Some(Bytes::from("v")));
+    a.stop().await;
+    b.stop().await;
+}

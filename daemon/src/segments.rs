@@ -109,7 +109,8 @@ impl Segments {
     /// back (or arrives) resumes from the high-water mark stored in its
     /// data, which moved with it.
     pub fn forget_slots(&mut self, slots: &[u16]) {
-        self.seqs.retain(|(slot, _), _| !slots.contains(slot));
+        let slots = crate::cluster::routing::SlotSet::of(slots);
+        self.seqs.retain(|(slot, _), _| !slots.contains(*slot));
     }
 
     /// A group commit failed: reservations in it may not be on disk. Forget

@@ -378,12 +378,13 @@ impl Catalog {
     }
 
     fn forget_slots(&mut self, slots: &[u16]) {
+        let slots = crate::cluster::routing::SlotSet::of(slots);
         self.cache.retain(|item| {
             let slot = match item {
                 Item::Owner(owner) => key_slot(owner),
                 Item::Alias { kind, alias } => alias_slot(kind, alias),
             };
-            !slots.contains(&slot)
+            !slots.contains(slot)
         });
     }
 

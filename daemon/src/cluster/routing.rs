@@ -13,6 +13,26 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+/// A set of slots with O(1) membership, for the hooks that sweep large
+/// collections (caches, indexes) when many slots come or go at once (a new
+/// map can move thousands).
+pub struct SlotSet(Box<[bool]>);
+
+impl SlotSet {
+    pub fn of(slots: &[u16]) -> SlotSet {
+        let mut set = vec![false; SLOTS as usize].into_boxed_slice();
+        for &s in slots {
+            set[s as usize] = true;
+        }
+        SlotSet(set)
+    }
+
+    #[inline]
+    pub fn contains(&self, slot: u16) -> bool {
+        self.0[slot as usize]
+    }
+}
+
 /// What this node does with requests for a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]

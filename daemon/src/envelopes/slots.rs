@@ -9,6 +9,7 @@
 use super::record::{self, EnvelopeRecord, RefundRecord};
 use super::refunds::StreamEntry;
 use super::{corrupt, storage_error, Envelopes};
+use crate::cluster::routing::SlotSet;
 use crate::shard::txn::Txn;
 use crate::storage::keys;
 use rush_protocol::cmd::{envelope_day, envelope_slot, RefundCursor};
@@ -72,8 +73,8 @@ impl Envelopes {
     /// refunds and day markers join the indexes. (Before the indexes are
     /// first loaded there is nothing to add: loading covers every owned slot.)
     pub fn on_slots_imported(&mut self, slots: &[u16]) {
-        self.cache
-            .retain(|id, _| !slots.contains(&envelope_slot(*id)));
+        let set = SlotSet::of(slots);
+        self.cache.retain(|id, _| !set.contains(envelope_slot(*id)));
         if !self.loaded {
             return;
         }
@@ -141,7 +142,8 @@ impl Envelopes {
     /// (Called before their data is deleted, so the money they held can be
     /// taken off the in-flight gauge.)
     pub fn on_slots_dropped(&mut self, slots: &[u16]) {
-        let of = |id: &u64| slots.contains(&envelope_slot(*id));
+        let set = SlotSet::of(slots);
+        let of = |id: &u64| set.contains(envelope_slot(*id));
         self.cache.retain(|id, _| !of(id));
         self.stream.retain(|c, _| !of(&c.id));
         self.expiries.retain(|(_, id)| !of(id));

@@ -236,6 +236,19 @@ async fn setmap_takes_only_newer_epochs_and_is_kept() {
     // And the file's map was stored: without the file it stays.
     a.restart_with(|cfg| cfg.cluster.map_file = None).await;
     assert_eq!(a.client.cluster_slots().await.unwrap().epoch, 9);
+    // A map that gives the node the ghost's slots too: it serves them.
+    let addr = a.addr().to_string();
+    let mut all = ghost_map(10, &id, &addr);
+    all.nodes[0].ranges = vec![SlotRange {
+        start: 0,
+        end: 16383,
+    }];
+    all.nodes[1].ranges = vec![];
+    let c = a.client.clone();
+    assert_eq!(c.cluster_setmap_on(&addr, all).await.unwrap(), 10);
+    let k = keys_in("g", 9000..9001, 1).remove(0);
+    let raw = Connection::connect(&addr, T).await.unwrap();
+    assert_eq!(raw.call(&Get { key: k.into() }, T).await.unwrap(), None);
     a.stop().await;
 }
 

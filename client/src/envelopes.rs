@@ -1,14 +1,12 @@
 //! Red envelopes: typed calls for the ENVELOPE_* requests.
 
-use crate::{Client, ClientError, BACKOFF_MAX, BACKOFF_START};
+use crate::{Client, ClientError};
 use bytes::Bytes;
 use rush_protocol::cmd::{
     EnvelopeAudit, EnvelopeAuditReply, EnvelopeCreate, EnvelopeCreateReply, EnvelopeGrab,
     EnvelopeGrabReply, EnvelopeInfo, EnvelopeInfoReply, EnvelopeRefunds, EnvelopeRefundsAck,
     EnvelopeRefundsReply, RefundCursor,
 };
-use rush_protocol::ErrorCode;
-use std::time::Instant;
 
 impl Client {
     /// Create an envelope (see [`EnvelopeCreate`] for every argument).
@@ -20,24 +18,8 @@ impl Client {
         &self,
         create: EnvelopeCreate,
     ) -> Result<EnvelopeCreateReply, ClientError> {
-        if create.idempotency_key.is_none() {
-            return self.call(create).await;
-        }
-        let deadline = Instant::now() + self.inner.opts.retry_deadline;
-        let mut backoff = BACKOFF_START;
-        loop {
-            let result = self.call(create.clone()).await;
-            let retry = match &result {
-                Err(ClientError::ConnectionLost(_)) => true,
-                Err(e) => e.code() == Some(ErrorCode::Unavailable),
-                Ok(_) => false,
-            };
-            if !retry || Instant::now() + backoff > deadline {
-                return result;
-            }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(BACKOFF_MAX);
-        }
+        // `call` knows a create with a key is safe to resend.
+        self.call(create).await
     }
 
     /// Grab a share of envelope `id` for `user`. A repeat by the same user
@@ -61,6 +43,12 @@ impl Client {
 
     /// Up to `limit` refunds after `after` (admin). Pass the reply's `next`
     /// back in; acknowledge it once those refunds are paid.
+    ///
+    /// Against a cluster this reads every node and merges their streams:
+    /// one cursor for the whole cluster (see the `routing` module for why
+    /// that is sound, and what a slot move means for delivery). To follow
+    /// one node's stream only, send [`EnvelopeRefunds`] with
+    /// [`Client::call_on`].
     pub async fn envelope_refunds(
         &self,
         after: RefundCursor,
@@ -70,12 +58,13 @@ impl Client {
     }
 
     /// Refunds up to `cursor` are paid: they leave the stream (admin).
-    /// Returns how many were removed.
+    /// Returns how many were removed (on every node of a cluster).
     pub async fn envelope_refunds_ack(&self, cursor: RefundCursor) -> Result<u64, ClientError> {
         self.call(EnvelopeRefundsAck { cursor }).await
     }
 
-    /// Check every envelope's books on the node (admin).
+    /// Check every envelope's books (admin): on every node of a cluster,
+    /// summed. [`Client::call_on`] audits one node.
     pub async fn envelope_audit(&self) -> Result<EnvelopeAuditReply, ClientError> {
         self.call(EnvelopeAudit {}).await
     }

@@ -18,6 +18,10 @@ pub enum ClientError {
     /// The server answered with an error.
     #[error("{0}")]
     Server(#[from] RushError),
+    /// A cluster operation can't go ahead (the nodes disagree, a map is
+    /// invalid); nothing was changed.
+    #[error("cluster: {0}")]
+    Cluster(String),
 }
 
 impl ClientError {
@@ -34,7 +38,7 @@ impl ClientError {
         matches!(self, ClientError::Connect { .. })
             || matches!(
                 self.code(),
-                Some(ErrorCode::Busy | ErrorCode::Moved | ErrorCode::Ask)
+                Some(ErrorCode::Busy | ErrorCode::Moved | ErrorCode::Ask | ErrorCode::TryAgain)
             )
     }
 }

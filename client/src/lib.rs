@@ -10,29 +10,40 @@
 //!
 //! One [`Client`] keeps one multiplexed connection per node: clone it freely
 //! and call from many tasks; requests are pipelined and answers matched by
-//! request id. A lost connection is re-established with backoff; idempotent
-//! requests are retried until `retry_deadline`, others fail with
+//! request id. Against a cluster, connect to any node: the client loads the
+//! map and sends each request to the node serving its slot (generated codes
+//! and envelope ids carry theirs), following MOVED (refreshing the map) and
+//! ASK. A lost connection is re-established with backoff; idempotent
+//! requests — and creates that carry an idempotency key — are retried until
+//! `retry_deadline`, as are answers that say nothing was done (TRYAGAIN
+//! while a slot changes hands); others fail with
 //! [`ClientError::ConnectionLost`] (their outcome is unknown).
 
 mod batch;
 mod catalog;
+pub mod cluster;
 mod connection;
 mod duration;
 mod envelopes;
 mod error;
 mod limits;
 mod links;
+mod routing;
 
 pub use batch::BatchBuilder;
 pub use connection::{Connection, Tls};
 pub use duration::{format_duration, parse_duration};
 pub use error::ClientError;
 pub use limits::LimitDenial;
+pub use routing::ClientStats;
 pub use rush_protocol as protocol;
 
 use bytes::Bytes;
+use routing::{Counters, Routes};
 use rush_protocol::cmd::*;
-use rush_protocol::{Command, ErrorCode, Reply};
+use rush_protocol::{Command, ErrorCode, Reply, Target, Wire};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
@@ -76,11 +87,31 @@ impl Default for ClientOptions {
 }
 
 struct Inner {
+    /// The address the client was given: where it starts, and where
+    /// requests go that name no slot (PING, INFO, HELLO) or whose slot's
+    /// node is unknown.
     addr: String,
     opts: ClientOptions,
-    /// The live connection; replaced after it breaks. A tokio mutex because
-    /// reconnecting awaits while holding it, so only one task reconnects.
+    /// One multiplexed connection per node, by address.
+    nodes: std::sync::Mutex<HashMap<String, Arc<NodeConn>>>,
+    /// The slot → node table (see `routing`). Read per request (an `Arc`
+    /// clone under an uncontended read lock); replaced on refresh.
+    routes: std::sync::RwLock<Arc<Routes>>,
+    /// One map refresh at a time; others skip theirs.
+    refreshing: Mutex<()>,
+    /// When the map was last loaded (refreshes after connection failures
+    /// are spaced out).
+    refreshed: std::sync::Mutex<Option<Instant>>,
+    stats: Counters,
+}
+
+/// A node's connection, re-established after it breaks. A tokio mutex
+/// because reconnecting awaits while holding it, so only one task
+/// reconnects.
+struct NodeConn {
     conn: Mutex<Option<Connection>>,
+    /// The node's id, from its HELLO answer.
+    id: std::sync::Mutex<Option<String>>,
 }
 
 #[derive(Clone)]
@@ -98,70 +129,269 @@ impl std::fmt::Debug for Client {
 
 const BACKOFF_START: Duration = Duration::from_millis(20);
 const BACKOFF_MAX: Duration = Duration::from_millis(1000);
+/// MOVED/ASK answers one call follows at most (a map in flux settles in a
+/// hop or two; more means the nodes disagree).
+const MAX_REDIRECTS: u32 = 16;
+/// Least time between map refreshes caused by unreachable nodes.
+const REFRESH_SPACING: Duration = Duration::from_millis(500);
 
 impl Client {
     pub async fn connect(addr: &str) -> Result<Client, ClientError> {
         Self::connect_with(addr, ClientOptions::default()).await
     }
 
-    /// Connect and say HELLO (with the token, if any).
+    /// Connect to any node, say HELLO (with the token, if any) and load the
+    /// cluster map from it: requests are then routed to the node that
+    /// serves their slot.
     pub async fn connect_with(addr: &str, opts: ClientOptions) -> Result<Client, ClientError> {
         let client = Client {
             inner: Arc::new(Inner {
                 addr: addr.to_string(),
                 opts,
-                conn: Mutex::new(None),
+                nodes: std::sync::Mutex::new(HashMap::new()),
+                routes: std::sync::RwLock::new(Arc::new(Routes::single(addr))),
+                refreshing: Mutex::new(()),
+                refreshed: std::sync::Mutex::new(None),
+                stats: Counters::default(),
             }),
         };
-        client.connection().await?;
+        client.connection(addr).await?;
+        // A node that can't answer CLUSTER_SLOTS gets every request.
+        let _ = client.refresh_map_from(addr).await;
         Ok(client)
     }
 
+    /// The address the client was given.
     pub fn addr(&self) -> &str {
         &self.inner.addr
     }
 
-    async fn connection(&self) -> Result<Connection, ClientError> {
-        let mut slot = self.inner.conn.lock().await;
+    /// What this client did so far: calls, retries, redirects followed.
+    pub fn stats(&self) -> ClientStats {
+        self.inner.stats.snapshot()
+    }
+
+    /// The cluster map the client routes by (`None`: one node, no map).
+    pub fn cluster_map(&self) -> Option<ClusterSlotsReply> {
+        self.routes().map.clone()
+    }
+
+    /// The address of every node requests may go to.
+    pub fn node_addrs(&self) -> Vec<String> {
+        self.routes().nodes()
+    }
+
+    fn routes(&self) -> Arc<Routes> {
+        self.inner.routes.read().expect("not poisoned").clone()
+    }
+
+    fn node(&self, addr: &str) -> Arc<NodeConn> {
+        self.inner
+            .nodes
+            .lock()
+            .expect("not poisoned")
+            .entry(addr.to_string())
+            .or_insert_with(|| {
+                Arc::new(NodeConn {
+                    conn: Mutex::new(None),
+                    id: std::sync::Mutex::new(None),
+                })
+            })
+            .clone()
+    }
+
+    /// The live connection to `addr`, connecting (and saying HELLO) if needed.
+    async fn connection(&self, addr: &str) -> Result<Connection, ClientError> {
+        let node = self.node(addr);
+        let mut slot = node.conn.lock().await;
         if let Some(c) = slot.as_ref() {
             if !c.is_closed() {
                 return Ok(c.clone());
             }
         }
         let opts = &self.inner.opts;
-        let c = Connection::connect_tls(&self.inner.addr, opts.connect_timeout, opts.tls.as_ref())
-            .await?;
+        let c = Connection::connect_tls(addr, opts.connect_timeout, opts.tls.as_ref()).await?;
         let hello = Hello {
             version: rush_protocol::frame::VERSION,
             token: opts.token.clone(),
             client: opts.client_name.clone(),
         };
-        c.call(&hello, opts.request_timeout).await?;
+        let reply = c.call(&hello, opts.request_timeout).await?;
+        *node.id.lock().expect("not poisoned") = Some(reply.node_id);
         *slot = Some(c.clone());
         Ok(c)
     }
 
-    /// Send any request; retry as the options allow.
-    pub async fn call<C: Command>(&self, cmd: C) -> Result<C::Reply, ClientError> {
+    /// Load the cluster map from the node at `addr` and route by it.
+    pub async fn refresh_map_from(&self, addr: &str) -> Result<(), ClientError> {
+        let _one = self.inner.refreshing.lock().await;
+        self.load_map(addr).await
+    }
+
+    async fn load_map(&self, addr: &str) -> Result<(), ClientError> {
         let opts = &self.inner.opts;
+        let c = self.connection(addr).await?;
+        let map = c.call(&ClusterSlots {}, opts.request_timeout).await?;
+        let seed = &self.inner.addr;
+        let seed_id = self.node(seed).id.lock().expect("not poisoned").clone();
+        let current = self.routes();
+        // An older map than the one in use is stale news, and so is "no
+        // map" once MOVED answers have taught the client where slots are.
+        if map.epoch < current.epoch || (map.epoch == 0 && current.addrs.len() > 1) {
+            return Ok(());
+        }
+        let routes = Routes::from_map(map, seed, seed_id.as_deref())
+            .map_err(|e| ClientError::Protocol(format!("cluster map from {addr}: {e}")))?;
+        *self.inner.routes.write().expect("not poisoned") = Arc::new(routes);
+        *self.inner.refreshed.lock().expect("not poisoned") = Some(Instant::now());
+        self.inner.stats.refreshes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Refresh the map in the background from `from` (or any node), unless
+    /// a refresh is running already.
+    fn refresh_soon(&self, from: Option<String>) {
+        if self.routes().epoch == 0 && from.is_none() {
+            return;
+        }
+        let client = self.clone();
+        tokio::spawn(async move {
+            let Ok(_one) = client.inner.refreshing.try_lock() else {
+                return;
+            };
+            let mut candidates: Vec<String> = from.into_iter().collect();
+            candidates.extend(client.routes().nodes());
+            candidates.push(client.inner.addr.clone());
+            for addr in candidates {
+                if client.load_map(&addr).await.is_ok() {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// MOVED: route `slot` to `addr` from now on, and refresh the map from
+    /// the node that knows best.
+    fn learn_moved(&self, slot: u16, addr: &str) {
+        let routes = self.routes();
+        if !routes.patch(slot, addr) {
+            let mut w = self.inner.routes.write().expect("not poisoned");
+            let grown = w.with_addr(slot, w.resolve(addr));
+            *w = Arc::new(grown);
+        }
+        let target = routes.resolve(addr).to_string();
+        self.refresh_soon(Some(target));
+    }
+
+    /// Send any request, routed by its slot; follow MOVED and ASK; retry as
+    /// the options allow. A request that runs on every shard goes to every
+    /// node of the cluster and the answers are merged.
+    pub async fn call<C: Command>(&self, cmd: C) -> Result<C::Reply, ClientError> {
+        self.inner.stats.requests.fetch_add(1, Ordering::Relaxed);
+        match cmd.target() {
+            Ok(Target::Slot(slot)) => self.send(&cmd, Some(slot), None).await,
+            Ok(Target::AllShards) if self.routes().nodes().len() > 1 => self.broadcast(cmd).await,
+            // Node requests, and invalid ones (the node answers why).
+            _ => self.send(&cmd, None, None).await,
+        }
+    }
+
+    /// Send a request to the node at `addr` only: no routing, MOVED is
+    /// returned, not followed; lost connections are retried as usual.
+    pub async fn call_on<C: Command>(&self, addr: &str, cmd: C) -> Result<C::Reply, ClientError> {
+        self.inner.stats.requests.fetch_add(1, Ordering::Relaxed);
+        self.send(&cmd, None, Some(addr)).await
+    }
+
+    async fn broadcast<C: Command>(&self, cmd: C) -> Result<C::Reply, ClientError> {
+        let mut replies = Vec::new();
+        for addr in self.routes().nodes() {
+            let r = self.send(&cmd, None, Some(&addr)).await?;
+            let mut b = bytes::BytesMut::new();
+            r.encode(&mut b);
+            replies.push(
+                Reply::decode(C::OPCODE, b.freeze())
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?,
+            );
+        }
+        let req: rush_protocol::Request = cmd.into();
+        let merged = routing::merge(&req, replies)?;
+        let mut b = bytes::BytesMut::new();
+        merged.encode_body(&mut b);
+        C::Reply::decode_body(b.freeze()).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
+    async fn send<C: Command>(
+        &self,
+        cmd: &C,
+        slot: Option<u16>,
+        fixed: Option<&str>,
+    ) -> Result<C::Reply, ClientError> {
+        let opts = &self.inner.opts;
+        let stats = &self.inner.stats;
         let deadline = Instant::now() + opts.retry_deadline;
         let mut backoff = BACKOFF_START;
+        let mut redirects = 0;
+        let mut ask: Option<String> = None;
+        let mut safe: Option<bool> = None;
         loop {
-            let result = match self.connection().await {
-                Ok(c) => c.call(&cmd, opts.request_timeout).await,
+            let addr = match (ask.take(), fixed, slot) {
+                (Some(a), _, _) => a,
+                (None, Some(a), _) => a.to_string(),
+                (None, None, Some(s)) => self.routes().addr_for(s, &self.inner.addr).to_string(),
+                (None, None, None) => self.inner.addr.clone(),
+            };
+            let result = match self.connection(&addr).await {
+                Ok(c) => c.call(cmd, opts.request_timeout).await,
                 Err(e) => Err(e),
             };
+            if let Err(ClientError::Server(e)) = &result {
+                if let (Some((code, s, to)), None) = (routing::redirect(e), fixed) {
+                    redirects += 1;
+                    if redirects <= MAX_REDIRECTS {
+                        if code == ErrorCode::Moved {
+                            stats.moved.fetch_add(1, Ordering::Relaxed);
+                            self.learn_moved(s, to);
+                        } else {
+                            stats.asked.fetch_add(1, Ordering::Relaxed);
+                            ask = Some(self.routes().resolve(to).to_string());
+                        }
+                        continue;
+                    }
+                }
+            }
+            let mut is_safe =
+                || *safe.get_or_insert_with(|| routing::retry_safe(&cmd.clone().into()));
             let retry = match &result {
+                // Nothing was sent.
                 Err(ClientError::Connect { .. }) => true,
-                Err(ClientError::ConnectionLost(_)) => C::IDEMPOTENT,
-                Err(e) if e.code() == Some(ErrorCode::Busy) => opts.retry_busy,
-                Err(e) if e.code() == Some(ErrorCode::Unavailable) => C::IDEMPOTENT,
-                _ => false,
+                Err(ClientError::ConnectionLost(_)) => is_safe(),
+                Err(e) => match e.code() {
+                    // A slot changing hands: nothing was applied.
+                    Some(ErrorCode::TryAgain) => true,
+                    Some(ErrorCode::Busy) => opts.retry_busy,
+                    Some(ErrorCode::Unavailable) => is_safe(),
+                    _ => false,
+                },
+                Ok(_) => false,
             };
             if !retry || Instant::now() + backoff > deadline {
                 return result;
             }
-            tracing::debug!(op = C::OPCODE.name(), ?backoff, "retrying");
+            if matches!(result, Err(ClientError::Connect { .. })) && fixed.is_none() {
+                // The node may be gone for good: see what the others say.
+                let due = self
+                    .inner
+                    .refreshed
+                    .lock()
+                    .expect("not poisoned")
+                    .is_none_or(|t| t.elapsed() >= REFRESH_SPACING);
+                if due {
+                    self.refresh_soon(None);
+                }
+            }
+            stats.retries.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(op = C::OPCODE.name(), %addr, ?backoff, "retrying");
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }

@@ -27,6 +27,16 @@ pub struct Auth {
     admins: Vec<Token>,
 }
 
+impl Auth {
+    /// The secret this node presents to its peers (slot moves, map
+    /// pushes): the first admin token. Nodes of one cluster share them.
+    pub fn peer_token(&self) -> Option<String> {
+        self.admins
+            .first()
+            .map(|t| String::from_utf8_lossy(&t.secret).into_owned())
+    }
+}
+
 impl std::fmt::Debug for Auth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Auth")

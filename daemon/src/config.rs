@@ -57,6 +57,8 @@ pub struct Config {
     pub catalog: crate::catalog::CatalogConfig,
     pub envelopes: crate::envelopes::EnvelopeConfig,
     pub links: crate::links::LinksConfig,
+    /// The cluster map (file, advertised address) and slot moves.
+    pub cluster: crate::cluster::ClusterConfig,
     pub debug: DebugConfig,
 }
 
@@ -190,6 +192,10 @@ pub struct TlsConfig {
 pub struct DebugConfig {
     /// Accept CLOCK_ADVANCE. For tests of expiry and windows; never in production.
     pub clock_control: bool,
+    /// Crash tests only: exit the process abruptly (like `kill -9`) at this
+    /// named step of a slot move (`source-after-copy`, `target-after-commit`,
+    /// … see `cluster`). Never set in production.
+    pub crash_point: Option<String>,
 }
 
 impl Config {
@@ -282,6 +288,17 @@ impl Config {
         self.catalog.validate().map_err(ConfigError::Invalid)?;
         self.envelopes.validate().map_err(ConfigError::Invalid)?;
         self.links.validate()?;
+        self.cluster.validate().map_err(ConfigError::Invalid)?;
+        if let Some(id) = &self.node.id {
+            if id.is_empty()
+                || id.len() > 256
+                || id.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                return bad(format!(
+                    "node.id {id:?} must be 1-256 characters without spaces"
+                ));
+            }
+        }
         Ok(())
     }
 }

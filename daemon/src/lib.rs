@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod envelopes;
 pub mod http;

@@ -38,6 +38,8 @@ pub struct Metrics {
     pub envelopes: crate::envelopes::EnvelopeMetrics,
     /// Short links: codes issued, segments, resolves, redirects, slides.
     pub links: crate::links::LinkMetrics,
+    /// Cluster: map epoch, redirects, slot moves.
+    pub cluster: crate::cluster::ClusterMetrics,
 }
 
 pub(crate) fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: T) -> T {
@@ -174,6 +176,7 @@ impl Metrics {
             catalog: crate::catalog::CatalogMetrics::new(&r),
             envelopes: crate::envelopes::EnvelopeMetrics::new(&r),
             links: crate::links::LinkMetrics::new(&r),
+            cluster: crate::cluster::ClusterMetrics::new(&r),
             registry: r,
         }
     }

@@ -105,6 +105,14 @@ impl Segments {
         self.seqs.get(&(slot, kind)).map(|s| s.hwm)
     }
 
+    /// Slots moved in or out: forget their sequences. A slot that comes
+    /// back (or arrives) resumes from the high-water mark stored in its
+    /// data, which moved with it.
+    pub fn forget_slots(&mut self, slots: &[u16]) {
+        let slots = crate::cluster::routing::SlotSet::of(slots);
+        self.seqs.retain(|(slot, _), _| !slots.contains(*slot));
+    }
+
     /// A group commit failed: reservations in it may not be on disk. Forget
     /// everything; sequences reload from their stored HWMs (skipping, never
     /// reusing, whatever was handed out in memory).

@@ -68,6 +68,38 @@ fn example_config_states_the_defaults() {
         assert_eq!(l.segment_step(len), dl.segment_step(len));
     }
     assert_eq!(l.app_schemes, dl.app_schemes);
+    let (k, dk) = (&c.cluster, &d.cluster);
+    assert_eq!(k.map_file, None, "no map: a lone node");
+    assert_eq!(k.advertise, None);
+    assert_eq!(k.peer_timeout_ms, dk.peer_timeout_ms);
+    assert_eq!(k.migrate_chunk_keys, dk.migrate_chunk_keys);
+    assert_eq!(k.migrate_chunk_bytes, dk.migrate_chunk_bytes);
+    assert_eq!(c.node.id, None);
+    assert_eq!(c.debug.crash_point, None);
+}
+
+#[test]
+fn cluster_section_is_checked() {
+    let p = Path::new("test.toml");
+    let ok = Config::from_toml(
+        "[node]\nid = \"rush-0\"\n[cluster]\nmap_file = \"/etc/rush/cluster.toml\"\nadvertise = \"rush-0.rush:7379\"\n",
+        p,
+    )
+    .unwrap();
+    ok.validate().unwrap();
+    assert_eq!(ok.cluster.advertise.as_deref(), Some("rush-0.rush:7379"));
+    for bad in [
+        "[cluster]\nadvertise = \"no-port\"\n",
+        "[cluster]\nadvertise = \":7379\"\n",
+        "[cluster]\nmigrate_chunk_keys = 0\n",
+        "[cluster]\nmigrate_chunk_bytes = 100000000\n",
+        "[cluster]\npeer_timeout_ms = 0\n",
+        "[node]\nid = \"two words\"\n",
+    ] {
+        let c = Config::from_toml(bad, p).unwrap();
+        assert!(c.validate().is_err(), "{bad}");
+    }
+    assert!(Config::from_toml("[cluster]\nmap = \"x\"\n", p).is_err());
 }
 
 #[test]

@@ -86,6 +86,9 @@ error_codes! {
     ConditionFailed = 19, "CONDITION_FAILED";
     /// The request needs the admin token (or clock control is disabled).
     Forbidden = 20, "FORBIDDEN";
+    /// The slot is being handed to another node right now (milliseconds):
+    /// nothing was done; resend shortly (then it is served, or MOVED).
+    TryAgain = 21, "TRYAGAIN";
 }
 
 /// Extra, code-specific information carried by an error answer.
@@ -159,6 +162,19 @@ impl RushError {
 
     pub fn busy(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Busy, message)
+    }
+
+    pub fn try_again(slot: u16) -> Self {
+        Self::new(
+            ErrorCode::TryAgain,
+            format!("slot {slot} is moving to another node; retry shortly"),
+        )
+    }
+
+    pub fn ask(slot: u16, addr: impl Into<String>) -> Self {
+        let addr = addr.into();
+        Self::new(ErrorCode::Ask, format!("ask {addr} once for slot {slot}"))
+            .with_detail(ErrorDetail::Redirect { slot, addr })
     }
 
     pub fn moved(slot: u16, addr: impl Into<String>) -> Self {

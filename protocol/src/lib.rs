@@ -298,6 +298,18 @@ commands! {
     0x65 "ENVELOPE_AUDIT" => EnvelopeAudit(EnvelopeAudit) -> EnvelopeAuditReply, idempotent = true;
 
     // ── cluster (0x70–0x7f) ──────────────────────────────────────────────
+    /// Install a newer cluster map (admin).
+    0x70 "CLUSTER_SETMAP" => ClusterSetMap(ClusterSetMap) -> u64, idempotent = true;
+    /// Move slots from this node to another, live (admin).
+    0x71 "CLUSTER_MIGRATE" => ClusterMigrate(ClusterMigrate) -> ClusterMigrateReply, idempotent = true;
+    /// Node to node: one chunk of a slot's raw data.
+    0x72 "MIGRATE_IMPORT" => MigrateImport(MigrateImport) -> u64, idempotent = false;
+    /// Node to node: the target takes the slot.
+    0x73 "MIGRATE_COMMIT" => MigrateCommit(MigrateCommit) -> u64, idempotent = true;
+    /// Node to node: the target drops an uncommitted import.
+    0x74 "MIGRATE_ABORT" => MigrateAbort(MigrateAbort) -> bool, idempotent = true;
+    /// Node to node: did an import commit?
+    0x75 "MIGRATE_STATUS" => MigrateStatus(MigrateStatus) -> MigrationState, idempotent = true;
 
     // ── admin and test support ───────────────────────────────────────────
     /// Compact every shard's storage now (drops expired values).

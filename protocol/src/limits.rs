@@ -51,6 +51,11 @@ pub const MAX_ENVELOPE_USER: usize = 256;
 pub const MAX_REFUNDS_PAGE: usize = 10_000;
 /// Most problems an ENVELOPE_AUDIT answer describes (all are counted).
 pub const MAX_AUDIT_PROBLEMS: usize = 1_000;
+/// Most key/value pairs in one MIGRATE_IMPORT chunk.
+pub const MAX_MIGRATE_PAIRS: usize = 100_000;
+/// Longest storage key a MIGRATE_IMPORT may carry (slot, keyspace and the
+/// parts of the longest keys the services build).
+pub const MAX_RAW_KEY: usize = 8192;
 /// Longest free-form text (client names, messages, tokens).
 pub const MAX_TEXT: usize = 4096;
 /// Most entries a list-style reply (refunds, info rows) carries in one frame.

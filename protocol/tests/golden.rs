@@ -424,6 +424,86 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
             "error-link-not-found",
             err_reply(0x32, 9, RushError::not_found("no link")),
         ),
+        (
+            "cluster-setmap-request",
+            request(
+                10,
+                ClusterSetMap {
+                    map: ClusterSlotsReply {
+                        epoch: 2,
+                        nodes: vec![
+                            ClusterNode {
+                                id: "a".into(),
+                                addr: "h:1".into(),
+                                ranges: vec![SlotRange {
+                                    start: 0,
+                                    end: 8191,
+                                }],
+                            },
+                            ClusterNode {
+                                id: "b".into(),
+                                addr: "h:2".into(),
+                                ranges: vec![SlotRange {
+                                    start: 8192,
+                                    end: 16383,
+                                }],
+                            },
+                        ],
+                    },
+                },
+            ),
+        ),
+        (
+            "cluster-setmap-reply",
+            ok_reply::<ClusterSetMap>(10, Reply::ClusterSetMap(2)),
+        ),
+        (
+            "cluster-migrate-request",
+            request(
+                11,
+                ClusterMigrate {
+                    slots: vec![SlotRange {
+                        start: 100,
+                        end: 199,
+                    }],
+                    to: "b".into(),
+                },
+            ),
+        ),
+        (
+            "cluster-migrate-reply",
+            ok_reply::<ClusterMigrate>(
+                11,
+                Reply::ClusterMigrate(ClusterMigrateReply {
+                    slots: 100,
+                    keys: 5000,
+                    bytes: 700_000,
+                    epoch: 102,
+                    unsynced: vec![],
+                }),
+            ),
+        ),
+        (
+            "migrate-import-request",
+            request(
+                12,
+                MigrateImport {
+                    id: 0x0102_0304_0506_0708,
+                    slot: 100,
+                    seq: 0,
+                    from: "a".into(),
+                    pairs: vec![ImportPair {
+                        key: Bytes::from_static(&[0x00, 0x64, 0x01, b'k']),
+                        value: Bytes::from_static(&[1, 0, 0, 0, 0, 0, 0, 0, 0, b'v']),
+                        append: false,
+                    }],
+                },
+            ),
+        ),
+        (
+            "error-tryagain",
+            err_reply(0x10, 14, RushError::try_again(100)),
+        ),
     ]
 }
 

@@ -95,6 +95,77 @@ fn any_request() -> impl Strategy<Value = Request> {
         any::<u64>().prop_map(|ms| ClockAdvance { ms }.into()),
         key_op(),
         proptest::collection::vec(key_op(), 1..8).prop_map(|ops| Batch { ops }.into()),
+        cluster_op(),
+    ]
+}
+
+fn slot_range() -> impl Strategy<Value = SlotRange> {
+    (0u16..16384, 0u16..300).prop_map(|(s, l)| SlotRange {
+        start: s,
+        end: (s + l).min(16383),
+    })
+}
+
+fn cluster_map() -> impl Strategy<Value = ClusterSlotsReply> {
+    (
+        any::<u64>(),
+        proptest::collection::vec(
+            ("[a-z]{1,8}", proptest::collection::vec(slot_range(), 0..4)),
+            0..4,
+        ),
+    )
+        .prop_map(|(epoch, nodes)| ClusterSlotsReply {
+            epoch,
+            nodes: nodes
+                .into_iter()
+                .map(|(id, ranges)| ClusterNode {
+                    addr: format!("{id}:7379"),
+                    id,
+                    ranges,
+                })
+                .collect(),
+        })
+}
+
+fn cluster_op() -> impl Strategy<Value = Request> {
+    prop_oneof![
+        cluster_map().prop_map(|map| ClusterSetMap { map }.into()),
+        (proptest::collection::vec(slot_range(), 0..4), "[a-z]{1,8}")
+            .prop_map(|(slots, to)| ClusterMigrate { slots, to }.into()),
+        (
+            any::<u64>(),
+            0u16..16384,
+            any::<u32>(),
+            proptest::collection::vec((bytes(32), bytes(64), any::<bool>()), 0..6)
+        )
+            .prop_map(|(id, slot, seq, pairs)| MigrateImport {
+                id,
+                slot,
+                seq,
+                from: "a".into(),
+                pairs: pairs
+                    .into_iter()
+                    .map(|(key, value, append)| ImportPair { key, value, append })
+                    .collect(),
+            }
+            .into()),
+        (
+            any::<u64>(),
+            0u16..16384,
+            any::<u32>(),
+            any::<u64>(),
+            cluster_map()
+        )
+            .prop_map(|(id, slot, chunks, keys, map)| MigrateCommit {
+                id,
+                slot,
+                chunks,
+                keys,
+                map
+            }
+            .into()),
+        (any::<u64>(), 0u16..16384).prop_map(|(id, slot)| MigrateAbort { id, slot }.into()),
+        (any::<u64>(), 0u16..16384).prop_map(|(id, slot)| MigrateStatus { id, slot }.into()),
     ]
 }
 
@@ -136,6 +207,30 @@ fn any_reply() -> impl Strategy<Value = Reply> {
             }),
         proptest::collection::vec(any::<i64>().prop_map(Reply::IncrBy), 0..4)
             .prop_map(|results| Reply::Batch(BatchReply { results })),
+        (
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            proptest::collection::vec("[a-z:0-9]{1,12}", 0..3)
+        )
+            .prop_map(
+                |(slots, keys, bytes, epoch, unsynced)| Reply::ClusterMigrate(
+                    ClusterMigrateReply {
+                        slots,
+                        keys,
+                        bytes,
+                        epoch,
+                        unsynced
+                    }
+                )
+            ),
+        prop_oneof![
+            Just(MigrationState::Unknown),
+            Just(MigrationState::Importing),
+            Just(MigrationState::Committed)
+        ]
+        .prop_map(Reply::MigrateStatus),
     ]
 }
 

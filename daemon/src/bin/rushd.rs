@@ -46,6 +46,17 @@ struct Args {
     /// PEM private key for --tls-cert.
     #[arg(long, env = "RUSH_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// This node's id in the cluster map (default: generated on first start
+    /// and kept in the data directory).
+    #[arg(long, env = "RUSH_NODE_ID")]
+    node_id: Option<String>,
+    /// The host:port peers and clients reach this node at (default: the
+    /// listen address).
+    #[arg(long, env = "RUSH_ADVERTISE")]
+    advertise: Option<String>,
+    /// Cluster map file (`epoch`, `[[nodes]]` with `id`, `addr`, `slots`).
+    #[arg(long, env = "RUSH_CLUSTER_MAP")]
+    cluster_map: Option<PathBuf>,
     /// Log filter (tracing's EnvFilter syntax).
     #[arg(long, env = "RUSH_LOG", default_value = "info")]
     log: String,
@@ -84,6 +95,15 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(v) = args.admin_token_file {
         config.auth.admin_token_file = Some(v);
+    }
+    if let Some(v) = args.node_id {
+        config.node.id = Some(v);
+    }
+    if let Some(v) = args.advertise {
+        config.cluster.advertise = Some(v);
+    }
+    if let Some(v) = args.cluster_map {
+        config.cluster.map_file = Some(v);
     }
     if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
         config.tls.cert_file = Some(cert);

@@ -257,6 +257,22 @@ impl HotCache {
         true
     }
 
+    /// Keep only the entries whose item passes `keep` (slots moved away).
+    pub fn retain(&mut self, mut keep: impl FnMut(Item) -> bool) {
+        for i in 0..self.slab.len() {
+            let drop = match &self.slab[i] {
+                Some(e) => !keep(match &e.key {
+                    Key::Owner(o) => Item::Owner(o),
+                    Key::Alias { kind, alias } => Item::Alias { kind, alias },
+                }),
+                None => false,
+            };
+            if drop {
+                self.remove_at(i as u32);
+            }
+        }
+    }
+
     /// Forget everything (a group commit failed).
     pub fn clear(&mut self) {
         self.index.clear();

@@ -113,6 +113,9 @@ pub struct Catalog {
     group: u64,
     metrics: Arc<Metrics>,
     gauges: Gauges,
+    /// Which slots this node owns: a warm-up skips owners of other nodes'
+    /// slots (each node of a cluster warms its own).
+    routing: Arc<crate::cluster::routing::Routing>,
 }
 
 /// This shard's gauges, resolved once.
@@ -192,7 +195,13 @@ fn payload_len(value: &[u8]) -> usize {
 }
 
 impl Catalog {
-    pub fn new(shard: usize, shards: usize, cfg: &CatalogConfig, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        shard: usize,
+        shards: usize,
+        cfg: &CatalogConfig,
+        metrics: Arc<Metrics>,
+        routing: Arc<crate::cluster::routing::Routing>,
+    ) -> Self {
         let slots: Vec<u16> = (0..rush_protocol::SLOTS)
             .filter(|&s| keys::shard_of_slot(s, shards) == shard)
             .collect();
@@ -229,6 +238,7 @@ impl Catalog {
             group: 0,
             metrics,
             gauges,
+            routing,
         };
         catalog.bloom = catalog.new_filter();
         catalog
@@ -326,6 +336,56 @@ impl Catalog {
             }
         }
         self.refresh_gauges();
+    }
+
+    /// Slots this shard serves from now on (moved in, or given to this node
+    /// by a new map): their owners and aliases join the filter, so none of
+    /// them is denied; cache entries left from an earlier ownership go.
+    pub fn on_slots_imported(&mut self, slots: &[u16], storage: &Storage) {
+        self.forget_slots(slots);
+        for &slot in slots {
+            let (from, to) = keys::catalog_range(slot);
+            let mut hashes = Vec::new();
+            let hasher = &self.hasher;
+            let scanned = storage.scan(self.shard, &from, &to, |k, _| {
+                let item = match keys::parse_catalog(k) {
+                    Some(keys::CatalogKey::Records { owner }) => Item::Owner(owner),
+                    Some(keys::CatalogKey::Alias { kind, alias }) => Item::Alias { kind, alias },
+                    None => return true,
+                };
+                hashes.push(hash_item(hasher, item));
+                true
+            });
+            if let Err(e) = scanned {
+                // Without the slot's items the filter could deny them: treat
+                // every lookup as "maybe" until a rebuild succeeds.
+                tracing::error!(shard = self.shard, slot, error = %e, "reading an imported slot's catalog keys failed; filter off until rebuilt");
+                self.bloom_ready = false;
+                return;
+            }
+            for h in hashes {
+                self.bloom_insert(h);
+            }
+        }
+        self.refresh_gauges();
+    }
+
+    /// Slots this shard no longer serves: their cache entries go. (Filter
+    /// entries stay: a request for them is answered MOVED before it looks.)
+    pub fn on_slots_dropped(&mut self, slots: &[u16]) {
+        self.forget_slots(slots);
+        self.refresh_gauges();
+    }
+
+    fn forget_slots(&mut self, slots: &[u16]) {
+        let slots = crate::cluster::routing::SlotSet::of(slots);
+        self.cache.retain(|item| {
+            let slot = match item {
+                Item::Owner(owner) => key_slot(owner),
+                Item::Alias { kind, alias } => alias_slot(kind, alias),
+            };
+            !slots.contains(slot)
+        });
     }
 
     /// A group commit failed: the cache may hold writes that never landed.
@@ -663,7 +723,8 @@ impl Catalog {
     fn warm(&mut self, r: &CatalogWarm, now: u64, txn: &Txn) -> Result<Reply, RushError> {
         let mut reply = CatalogWarmReply::default();
         for owner in &r.owners {
-            if keys::shard_of_slot(key_slot(owner), self.shards) != self.shard {
+            let slot = key_slot(owner);
+            if keys::shard_of_slot(slot, self.shards) != self.shard || !self.routing.owns(slot) {
                 continue;
             }
             let item = Item::Owner(owner);

@@ -103,6 +103,15 @@ impl Days {
         })
     }
 
+    /// Forget every day of a slot (it moved away).
+    pub fn remove_slot(&mut self, slot: u16) {
+        if let Some(m) = self.by_slot.remove(&slot) {
+            for day in m.keys() {
+                self.order.remove(&(*day, slot));
+            }
+        }
+    }
+
     pub fn remove(&mut self, slot: u16, day: u32) {
         self.order.remove(&(day, slot));
         if let Some(m) = self.by_slot.get_mut(&slot) {

@@ -39,6 +39,7 @@ pub mod metrics;
 pub mod record;
 mod refunds;
 mod retention;
+mod slots;
 pub mod split;
 
 pub use config::EnvelopeConfig;
@@ -114,6 +115,11 @@ pub struct Envelopes {
     loaded: bool,
     /// Envelope ids that have a queue-depth series right now.
     hot: Vec<u64>,
+    /// Which slots this node owns and serves: indexes and audits cover
+    /// owned slots only (a slot being imported, or whose data a new map
+    /// left behind, is not this node's business), and timers leave alone a
+    /// slot that is being handed over.
+    routing: Arc<crate::cluster::routing::Routing>,
 }
 
 pub(crate) fn storage_error(e: impl std::fmt::Display) -> RushError {
@@ -132,8 +138,10 @@ impl Envelopes {
         storage: Arc<Storage>,
         metrics: Arc<Metrics>,
         shared: Arc<Shared>,
+        routing: Arc<crate::cluster::routing::Routing>,
     ) -> Self {
         Envelopes {
+            routing,
             shard,
             shards,
             cfg,
@@ -257,7 +265,8 @@ impl Envelopes {
         Ok(())
     }
 
-    /// Visit every key of keyspace `ks` in this shard's slots, in order.
+    /// Visit every key of keyspace `ks` in this shard's slots that this node
+    /// owns, in order.
     /// Empty slots cost nothing: each scan runs on to the shard's end and
     /// stops at the first key outside the keyspace, whose slot is where the
     /// next scan starts, so a shard costs one seek per slot that has data.
@@ -276,9 +285,12 @@ impl Envelopes {
         loop {
             let (from, to) = keys::keyspace_range(slot, ks);
             let mut next = None;
+            let owned = self.routing.owns(slot);
             self.storage.scan(self.shard, &from, &end, |k, v| {
                 if k < to.as_slice() {
-                    f(slot, k, v);
+                    if owned {
+                        f(slot, k, v);
+                    }
                     true
                 } else {
                     next = keys::slot_of(k);

@@ -34,9 +34,12 @@
 //! beyond the stream's current `W` was never handed out and is BAD_REQUEST,
 //! so a bad cursor can't push the floor to the end of time.
 //!
-//! Slot migration (not built yet) must re-stamp the refund records it moves
-//! in at the target's `max(now, floor)`: a consumer of the target node may
-//! already be past their old stamps.
+//! A slot that moves in (or that a new map gives this node) has its refund
+//! records re-stamped at this shard's `max(now, floor)` before it is served
+//! (`slots::restamp_gained`): a consumer of this node may already be past
+//! their old stamps. A refund a consumer read on the old node but had not
+//! acknowledged is delivered again by the new one — at least once, as
+//! always; the envelope id is the payment's idempotency key.
 //!
 //! Delivery is at least once (a consumer that crashes before acknowledging
 //! reads its page again): the envelope id is the refund's identity, to use
@@ -72,9 +75,14 @@ impl Envelopes {
     /// Write the refunds of envelopes that expired with money left (at most
     /// `refunds_per_tick`; the rest next time).
     pub(super) fn refund_due(&mut self, now: u64, txn: &mut Txn) {
+        // A slot being handed to another node is left alone: its data must
+        // not change while it is copied (its refunds are written by
+        // whichever node owns it afterwards).
+        let routing = &self.routing;
         let due: Vec<(u64, u64)> = self
             .expiries
             .range(..=(now, u64::MAX))
+            .filter(|(_, id)| routing.serving(envelope_slot(*id)))
             .take(self.cfg.refunds_per_tick)
             .copied()
             .collect();
@@ -147,7 +155,7 @@ impl Envelopes {
     }
 
     /// The stamp of a refund written now.
-    fn next_stamp(&self, now: u64) -> u64 {
+    pub(super) fn next_stamp(&self, now: u64) -> u64 {
         self.stamp_floor.max(now)
     }
 

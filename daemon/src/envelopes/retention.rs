@@ -37,6 +37,11 @@ impl Envelopes {
             let Some(rm) = self.days.oldest_due(last_day) else {
                 break;
             };
+            // Not while the slot is being handed over (its copy must be
+            // exact); the next tick goes on.
+            if !self.routing.serving(rm.slot) {
+                break;
+            }
             let from = keys::envelope::day_start(rm.slot, rm.bucket);
             let to = match rm.before {
                 Some(first_newer) => keys::envelope::day_from_id(rm.slot, rm.bucket, first_newer),

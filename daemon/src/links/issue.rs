@@ -51,6 +51,11 @@ pub struct Issued {
 /// an alias in) since start have one.
 #[derive(Default)]
 struct SlotCodes {
+    /// The key this slot's codes are scrambled with when it is not the
+    /// node's: the slot moved here from another node, and must keep its
+    /// permutation, or a new sequence number could map onto a code issued
+    /// before the move (stored in the slot's data, `keys::link_code_key`).
+    scrambler: Option<Scrambler>,
     /// (length, index) held by aliases of generated shape.
     reserved: HashSet<(u8, u64)>,
     /// Recycling state per length 5–8, once that space is used up.
@@ -112,7 +117,8 @@ impl Issuer {
                 metrics.segment_waits.inc_by(segments.waits - waits);
                 match next {
                     Some(seq) => {
-                        let index = self.scrambler.permute(slot, len, n, seq);
+                        let scrambler = sc.scrambler.as_ref().unwrap_or(&self.scrambler);
+                        let index = scrambler.permute(slot, len, n, seq);
                         if sc.reserved.contains(&(len, index)) {
                             continue;
                         }
@@ -129,7 +135,9 @@ impl Issuer {
                 }
             }
         }
-        let SlotCodes { reserved, recycle } = sc;
+        let SlotCodes {
+            reserved, recycle, ..
+        } = sc;
         let rc = recycle[idx].as_mut().expect("recycling");
         let budget = n.min(RECYCLE_SCAN_MAX);
         let mut examined = 0;
@@ -220,6 +228,11 @@ impl Issuer {
         }
     }
 
+    /// A slot moved in or out: its state reloads from its data when used.
+    pub fn forget_slot(&mut self, slot: u16) {
+        self.slots.remove(&slot);
+    }
+
     /// A commit failed: reserved sets may disagree with storage. Reload
     /// lazily (free lists are rebuilt by scanning).
     pub fn clear(&mut self) {
@@ -235,6 +248,9 @@ fn load<'a>(
 ) -> Result<&'a mut SlotCodes, StorageError> {
     if !slots.contains_key(&slot) {
         let mut sc = SlotCodes::default();
+        if let Some(raw) = txn.get(&keys::link_code_key(slot))? {
+            sc.scrambler = Some(Scrambler::new(code_key(&raw)?));
+        }
         let (from, to) = keys::keyspace_range(slot, keys::ks::LINK_RESERVED);
         txn.storage().scan(txn.shard(), &from, &to, |k, _| {
             if let Some(parts) = keys::link_reserved_parts(k) {
@@ -245,6 +261,18 @@ fn load<'a>(
         slots.insert(slot, sc);
     }
     Ok(slots.get_mut(&slot).expect("inserted above"))
+}
+
+/// The 16-byte key inside a stored code key.
+fn code_key(raw: &[u8]) -> Result<[u8; 16], StorageError> {
+    let stored = value::Stored::decode(raw)?;
+    stored.payload.try_into().map_err(|_| {
+        value::Corrupt(format!(
+            "a slot's code key has {} bytes",
+            stored.payload.len()
+        ))
+        .into()
+    })
 }
 
 /// Scan from the cursor for free codes: every index in `0..n` was handed

@@ -57,6 +57,24 @@ pub fn ensure_key(storage: &Storage) -> Result<(), StorageError> {
     Ok(())
 }
 
+/// What a slot's copy must carry besides its keys when it moves to
+/// another node: the code key its codes were scrambled with, unless the slot
+/// already carries one (it came from another node before). Without it the
+/// new owner would scramble the slot's remaining sequence numbers with its
+/// own key, and a new code could repeat a live one.
+pub fn export_extras(
+    storage: &Storage,
+    shard: usize,
+    slot: u16,
+) -> Result<Option<crate::storage::RawPair>, StorageError> {
+    let key = keys::link_code_key(slot);
+    if storage.get(shard, &key)?.is_some() {
+        return Ok(None);
+    }
+    let value = value::encode(kind::LINK_CODE_KEY, 0, &read_key(storage)?);
+    Ok(Some((key, value)))
+}
+
 fn read_key(storage: &Storage) -> Result<[u8; 16], StorageError> {
     let raw = storage
         .meta_get(keys::meta::LINK_CODE_KEY)?
@@ -131,6 +149,22 @@ impl Links {
     /// Timer: buffered visit counters go to storage.
     pub fn tick(&mut self, now: u64, txn: &mut Txn) {
         self.visits.flush(now, txn);
+    }
+
+    /// Slots moved in: their issuing state (reserved indices, the code key
+    /// they came with) reloads from their data on first use.
+    pub fn on_slots_imported(&mut self, slots: &[u16]) {
+        for &slot in slots {
+            self.issuer.forget_slot(slot);
+        }
+    }
+
+    /// Slots moved away: forget their issuing state and visit counters.
+    pub fn on_slots_dropped(&mut self, slots: &[u16]) {
+        for &slot in slots {
+            self.issuer.forget_slot(slot);
+        }
+        self.visits.forget_slots(slots);
     }
 
     /// A group commit failed: drop in-memory state that may reflect it.

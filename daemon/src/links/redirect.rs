@@ -45,11 +45,57 @@ pub async fn serve(
     }
 }
 
-/// Run a link request on the shard that owns its code.
+/// How long a redirect waits for a code's slot to finish moving between
+/// nodes (a slot is frozen for milliseconds) before answering 503.
+const MOVING_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Run a link request where its code lives: on the shard that owns it, or,
+/// in a cluster, on the node that does (forwarded over a pooled peer
+/// connection, so a load balancer may send any visit to any node).
 async fn call(node: &NodeShared, request: Request) -> Result<Reply, RushError> {
     let Target::Slot(slot) = request.target()? else {
         return Err(RushError::internal("a link request without a slot"));
     };
+    let until = std::time::Instant::now() + MOVING_WAIT;
+    loop {
+        let routed = match node.cluster.routing.check(slot) {
+            Ok(()) => call_local(node, slot, request.clone()).await,
+            Err(e) => Err(e),
+        };
+        match routed {
+            Err(e) if e.code == ErrorCode::Moved => return forward(node, e, request).await,
+            Err(e) if e.code == ErrorCode::TryAgain && std::time::Instant::now() < until => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Ask the node a MOVED answer names.
+async fn forward(
+    node: &NodeShared,
+    moved: RushError,
+    request: Request,
+) -> Result<Reply, RushError> {
+    let rush_protocol::ErrorDetail::Redirect { addr, .. } = &moved.detail else {
+        return Err(moved);
+    };
+    let peers = &node.cluster.peers;
+    match request {
+        Request::LinkResolve(r) => peers.call_pooled(addr, &r).await.map(Reply::LinkResolve),
+        Request::LinkInfo(r) => peers.call_pooled(addr, &r).await.map(Reply::LinkInfo),
+        other => {
+            return Err(RushError::internal(format!(
+                "{} is not forwarded",
+                other.opcode().name()
+            )))
+        }
+    }
+    .map_err(RushError::from)
+}
+
+async fn call_local(node: &NodeShared, slot: u16, request: Request) -> Result<Reply, RushError> {
     let (tx, rx) = oneshot::channel();
     let shard = &node.shards[shard_of_slot(slot, node.shards.len())];
     shard
@@ -211,7 +257,7 @@ fn error_page(status: StatusCode, what: &str) -> Response {
 fn from_error(e: &RushError) -> Response {
     match e.code {
         ErrorCode::NotFound => not_found(),
-        ErrorCode::Busy | ErrorCode::Unavailable => {
+        ErrorCode::Busy | ErrorCode::Unavailable | ErrorCode::TryAgain => {
             let mut r = error_page(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Busy; try again in a moment.",

@@ -94,6 +94,14 @@ impl Visits {
         self.pending.get(code)
     }
 
+    /// Slots moved away: their counters go (they were written out when the
+    /// slot froze; none can have come in since).
+    pub fn forget_slots(&mut self, slots: &[u16]) {
+        let slots = crate::cluster::routing::SlotSet::of(slots);
+        self.pending
+            .retain(|code, _| !slots.contains(link_slot(code)));
+    }
+
     /// The link is gone (deleted, or its code taken by a new link).
     pub fn forget(&mut self, code: &[u8]) {
         self.pending.remove(code);

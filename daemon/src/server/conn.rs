@@ -403,6 +403,11 @@ fn dispatch(
     match target {
         Target::Node => node_cmds::handle(node, state, request, sink),
         Target::Slot(slot) => {
+            // Routing: one atomic load; MOVED / TRYAGAIN when this node
+            // doesn't serve the slot right now.
+            if let Err(e) = node.cluster.routing.check(slot) {
+                return sink.send(Err(e));
+            }
             let shard = shard_of_slot(slot, node.shards.len());
             let job = Job {
                 request,

@@ -26,6 +26,8 @@ pub struct NodeShared {
     pub clock: Clock,
     pub metrics: Arc<Metrics>,
     pub shards: Vec<ShardHandle>,
+    /// The cluster map, routing and slot moves.
+    pub cluster: Arc<crate::cluster::Cluster>,
     pub node_id: String,
     pub listen_addr: SocketAddr,
     pub started: Instant,
@@ -159,21 +161,9 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
     crate::links::ensure_key(&storage).context("short-link code key")?;
     let metrics = Arc::new(Metrics::new());
 
-    let ctx = ShardContext {
-        config: config.clone(),
-        storage: storage.clone(),
-        clock: clock.clone(),
-        metrics: metrics.clone(),
-        envelopes: Default::default(),
-    };
-    let mut handles = Vec::with_capacity(shards);
-    let mut threads = Vec::with_capacity(shards);
-    for i in 0..shards {
-        let (h, t) = shard::spawn(i, ctx.clone()).context("starting shard thread")?;
-        handles.push(h);
-        threads.push(t);
-    }
-
+    // Listeners first: a lone node started on port 0 reports its real
+    // address in CLUSTER_SLOTS. Connections wait in the backlog until the
+    // accept loop starts.
     let listener = TcpListener::bind(&config.server.listen)
         .await
         .with_context(|| format!("binding {}", config.server.listen))?;
@@ -206,6 +196,38 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         config.auth.token_file.as_deref(),
         config.auth.admin_token_file.as_deref(),
     )?;
+    let cluster = {
+        let (config, storage, node_id, metrics) = (
+            config.clone(),
+            storage.clone(),
+            node_id.clone(),
+            metrics.clone(),
+        );
+        let token = auth.peer_token();
+        tokio::task::spawn_blocking(move || {
+            crate::cluster::Cluster::open(&config, &storage, &node_id, addr, &metrics, token)
+        })
+        .await
+        .context("cluster task")??
+    };
+    let cluster = Arc::new(cluster);
+
+    let ctx = ShardContext {
+        config: config.clone(),
+        storage: storage.clone(),
+        clock: clock.clone(),
+        metrics: metrics.clone(),
+        envelopes: Default::default(),
+        routing: cluster.routing.clone(),
+    };
+    let mut handles = Vec::with_capacity(shards);
+    let mut threads = Vec::with_capacity(shards);
+    for i in 0..shards {
+        let (h, t) = shard::spawn(i, ctx.clone()).context("starting shard thread")?;
+        handles.push(h);
+        threads.push(t);
+    }
+
     let tls = match (&config.tls.cert_file, &config.tls.key_file) {
         (Some(cert), Some(key)) => Some(crate::tls::acceptor(cert, key)?),
         _ => None,
@@ -222,6 +244,7 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         clock,
         metrics,
         shards: handles,
+        cluster,
         node_id,
         listen_addr: addr,
         started: Instant::now(),
@@ -240,6 +263,9 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         ))
     });
     node.ready.store(true, Ordering::SeqCst);
+    // A slot move this node was coordinating when it stopped is resolved
+    // in the background (its slot answers TRYAGAIN meanwhile).
+    crate::cluster::recover_at_start(&node);
     tracing::info!(%addr, http = %http_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), redirect = %redirect_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), shards = node.shards.len(), node = %node.node_id, "rushd ready");
     Ok(Running {
         node,

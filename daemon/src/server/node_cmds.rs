@@ -6,9 +6,9 @@ use super::conn::{ConnState, ReplySink};
 use super::NodeShared;
 use crate::auth::Role;
 use crate::shard::{Job, ReplyTo};
-use rush_protocol::cmd::{ClusterNode, ClusterSlotsReply, HelloReply, InfoReply, Pong, SlotRange};
+use rush_protocol::cmd::{ClusterSlotsReply, HelloReply, InfoReply, Pong};
 use rush_protocol::frame::VERSION;
-use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, SLOTS};
+use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, Service};
 use std::sync::Arc;
 
 pub fn handle(node: &Arc<NodeShared>, state: &mut ConnState, request: Request, sink: ReplySink) {
@@ -17,6 +17,12 @@ pub fn handle(node: &Arc<NodeShared>, state: &mut ConnState, request: Request, s
         Request::Hello(h) => hello(node, state, h),
         Request::Info(_) => Ok(Reply::Info(info(node))),
         Request::ClusterSlots(_) => Ok(Reply::ClusterSlots(cluster_slots(node))),
+        // Cluster changes wait on storage, shards and peers: a node task.
+        other if other.opcode().service() == Service::Cluster => {
+            node.tasks
+                .spawn(crate::cluster::handle(node.clone(), other, sink));
+            return;
+        }
         other => Err(RushError::internal(format!(
             "{} is not a node request",
             other.opcode().name()
@@ -107,23 +113,14 @@ fn info(node: &NodeShared) -> InfoReply {
         ),
         ("clock_ms", node.clock.now_ms().to_string()),
     ];
+    let rows = rows.into_iter().chain(node.cluster.info());
     InfoReply {
         rows: rows.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
     }
 }
 
 fn cluster_slots(node: &NodeShared) -> ClusterSlotsReply {
-    ClusterSlotsReply {
-        epoch: 0,
-        nodes: vec![ClusterNode {
-            id: node.node_id.clone(),
-            addr: node.listen_addr.to_string(),
-            ranges: vec![SlotRange {
-                start: 0,
-                end: SLOTS - 1,
-            }],
-        }],
-    }
+    node.cluster.routing.map().map.clone()
 }
 
 /// Run a request on every shard and combine the answers.

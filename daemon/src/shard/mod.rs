@@ -13,6 +13,7 @@
 //! envelope's queue cap, or that memory can answer, are answered at intake.
 
 pub mod lanes;
+pub mod slots;
 pub mod txn;
 
 use crate::catalog::Catalog;
@@ -27,7 +28,8 @@ use crate::segments::Segments;
 use crate::storage::Storage;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use lanes::Lanes;
-use rush_protocol::{Reply, Request, RushError, Service};
+use rush_protocol::{Reply, Request, RushError, Service, Target};
+pub use slots::SlotOp;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -73,6 +75,8 @@ pub enum ShardMsg {
     Job(Job),
     /// Run timers now (after a clock advance) and say when done.
     Tick(oneshot::Sender<()>),
+    /// A cluster operation (slot moves), run between groups.
+    Slots(SlotOp),
     /// Finish what is queued, then exit.
     Stop,
 }
@@ -110,6 +114,15 @@ impl ShardHandle {
         rx
     }
 
+    /// Queue a cluster operation; a full queue hands it back.
+    pub fn slot_op(&self, op: SlotOp) -> Result<(), Option<SlotOp>> {
+        match self.tx.try_send(ShardMsg::Slots(op)) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(ShardMsg::Slots(op))) => Err(Some(op)),
+            Err(_) => Err(None),
+        }
+    }
+
     pub fn stop(&self) {
         let _ = self.tx.send(ShardMsg::Stop);
     }
@@ -128,6 +141,9 @@ pub struct ShardContext {
     pub metrics: Arc<Metrics>,
     /// Envelope state the node's shards share (the refund stream's clock).
     pub envelopes: Arc<crate::envelopes::Shared>,
+    /// Which slots this node serves (checked again at apply: a slot may
+    /// start moving while a request waits in the queue).
+    pub routing: Arc<crate::cluster::routing::Routing>,
 }
 
 pub struct Shard {
@@ -170,6 +186,7 @@ pub fn spawn(
             ctx.config.shard_count(),
             &ctx.config.catalog,
             ctx.metrics.clone(),
+            ctx.routing.clone(),
         ),
         lanes: Lanes::default(),
         envelopes: Envelopes::new(
@@ -179,6 +196,7 @@ pub fn spawn(
             ctx.storage.clone(),
             ctx.metrics.clone(),
             ctx.envelopes.clone(),
+            ctx.routing.clone(),
         ),
         ctx,
     };
@@ -274,6 +292,8 @@ impl Shard {
                 self.lanes.push(job);
             }
             ShardMsg::Tick(tx) => tick_waiters.push(tx),
+            // Between groups: everything applied so far is committed.
+            ShardMsg::Slots(op) => self.slot_op(op),
             ShardMsg::Stop => *stopping = true,
         }
     }
@@ -294,7 +314,10 @@ impl Shard {
             if job.reply.is_abandoned() {
                 continue;
             }
-            let result = self.apply(&job.request, now, &mut txn);
+            let result = match self.route(&job.request) {
+                Ok(()) => self.apply(&job.request, now, &mut txn),
+                Err(e) => Err(e),
+            };
             txn.finish_request(result.is_ok());
             if txn.has_writes() {
                 waiting.push((job, result));
@@ -312,6 +335,15 @@ impl Shard {
         self.ctx.metrics.batch_size.observe(group as f64);
         for (job, result) in waiting {
             job.reply.send(result);
+        }
+    }
+
+    /// The routing check again, at apply: the slot may have started moving
+    /// (TRYAGAIN) or moved (MOVED) since the connection routed the request.
+    fn route(&self, req: &Request) -> Result<(), RushError> {
+        match req.target() {
+            Ok(Target::Slot(slot)) => self.ctx.routing.check(slot),
+            _ => Ok(()),
         }
     }
 

@@ -138,6 +138,21 @@ impl<'s> Txn<'s> {
         self.has_writes = true;
     }
 
+    /// Write a meta record in the same atomic, synced batch (cluster map
+    /// changes that must land together with shard data).
+    pub fn put_meta(&mut self, key: &[u8], value: &[u8]) {
+        self.storage.batch_meta_put(&mut self.batch, key, value);
+        self.sync = true;
+        self.has_writes = true;
+    }
+
+    /// Remove a meta record in the same atomic, synced batch.
+    pub fn delete_meta(&mut self, key: &[u8]) {
+        self.storage.batch_meta_delete(&mut self.batch, key);
+        self.sync = true;
+        self.has_writes = true;
+    }
+
     /// The current request must be fsynced before it is answered.
     pub fn require_sync(&mut self) {
         self.staged_sync = true;

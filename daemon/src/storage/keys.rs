@@ -51,6 +51,11 @@ pub mod ks {
     pub const LINK_RESERVED: u8 = 0x12;
     /// Visit statistics: `code` → totals and per-day counts.
     pub const LINK_STATS: u8 = 0x13;
+    /// The code-scrambling key this slot's codes were issued with, when it
+    /// is not the node's own: written into a slot's data when the slot moves
+    /// to another node, so the new owner keeps the permutation (see
+    /// `links::issue`). Just the slot and keyspace; no further key.
+    pub const LINK_CODE_KEY: u8 = 0x14;
 }
 
 /// Meta column family record names.
@@ -76,6 +81,21 @@ pub mod meta {
     /// and never changed: the scrambler must map every slot's sequence the
     /// same way for the life of the data, or new codes could repeat old ones.
     pub const LINK_CODE_KEY: &[u8] = b"links-code-key";
+
+    /// The cluster map this node accepted last (see `cluster::store`).
+    pub const CLUSTER_MAP: &[u8] = b"cluster/map";
+    /// The slot move this node is coordinating, while one is in progress.
+    pub const CLUSTER_MIGRATION: &[u8] = b"cluster/migration";
+
+    /// An import of `slot` in progress on this node (the target).
+    pub fn cluster_import(slot: u16) -> Vec<u8> {
+        format!("cluster/import/{slot}").into_bytes()
+    }
+
+    /// The last import of `slot` that committed on this node.
+    pub fn cluster_imported(slot: u16) -> Vec<u8> {
+        format!("cluster/imported/{slot}").into_bytes()
+    }
 }
 
 /// A key under construction: slot, keyspace, then parts.
@@ -410,6 +430,11 @@ pub fn link_reserved_parts(raw: &[u8]) -> Option<(u8, u64)> {
 /// A link's visit statistics.
 pub fn link_stats(slot: u16, code: &[u8]) -> Vec<u8> {
     KeyBuf::new(slot, ks::LINK_STATS).tail(code).build()
+}
+
+/// The code key a moved slot's codes were issued with.
+pub fn link_code_key(slot: u16) -> Vec<u8> {
+    KeyBuf::new(slot, ks::LINK_CODE_KEY).build()
 }
 
 /// The slot a storage key belongs to.

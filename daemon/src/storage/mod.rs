@@ -31,6 +31,9 @@ use std::sync::Arc;
 
 pub use rocksdb::WriteBatch;
 
+/// A raw key and value.
+pub type RawPair = (Vec<u8>, Vec<u8>);
+
 pub const META_CF: &str = "meta";
 const LAYOUT_FORMAT: u8 = 1;
 /// Keys moved per atomic batch while rebalancing shards.
@@ -354,6 +357,28 @@ impl Storage {
     /// Add a meta record to a batch (so it commits with shard data).
     pub fn batch_meta_put(&self, batch: &mut WriteBatch, key: &[u8], value: &[u8]) {
         batch.put_cf(self.meta_cf(), key, value);
+    }
+
+    /// Add the removal of a meta record to a batch.
+    pub fn batch_meta_delete(&self, batch: &mut WriteBatch, key: &[u8]) {
+        batch.delete_cf(self.meta_cf(), key);
+    }
+
+    /// Meta records whose names start with `prefix`.
+    pub fn meta_scan(&self, prefix: &[u8]) -> Result<Vec<RawPair>, StorageError> {
+        let mut out = Vec::new();
+        let iter = self.db.iterator_cf(
+            self.meta_cf(),
+            IteratorMode::From(prefix, Direction::Forward),
+        );
+        for item in iter {
+            let (k, v) = item?;
+            if !k.starts_with(prefix) {
+                break;
+            }
+            out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
     }
 
     /// A RocksDB integer property summed over shards (e.g. estimate-num-keys).

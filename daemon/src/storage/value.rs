@@ -49,6 +49,8 @@ pub mod kind {
     pub const LINK_RESERVED: u8 = 0x12;
     /// A link's visit statistics; expires with its link.
     pub const LINK_STATS: u8 = 0x13;
+    /// A moved slot's code-scrambling key (16 bytes); no expiry.
+    pub const LINK_CODE_KEY: u8 = 0x14;
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -4,6 +4,7 @@
 mod batch;
 pub mod catalog;
 mod check;
+pub mod cluster;
 mod cluster_slots;
 mod compact;
 mod del;
@@ -28,6 +29,7 @@ mod ttl;
 pub use batch::{Batch, BatchReply};
 pub use catalog::*;
 pub use check::{Check, Cond};
+pub use cluster::*;
 pub use cluster_slots::{ClusterNode, ClusterSlots, ClusterSlotsReply, SlotRange};
 pub use compact::{ClockAdvance, Compact};
 pub use del::Del;

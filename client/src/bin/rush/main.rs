@@ -5,6 +5,7 @@
 mod envelope;
 
 mod catalog;
+mod cluster;
 mod limits;
 
 mod links;
@@ -19,7 +20,8 @@ use std::time::Duration;
 #[derive(Parser, Debug)]
 #[command(name = "rush", version, about = "Command-line client for rushd")]
 struct Cli {
-    /// Node address.
+    /// Any node's address: requests are routed to the node serving their
+    /// slot (the map is loaded from this node).
     #[arg(
         long,
         env = "RUSH_ADDR",
@@ -112,9 +114,9 @@ enum Cmd {
     /// Purchase limits: policies, acquire, release, status.
     #[command(subcommand)]
     Limit(limits::LimitCmd),
-    /// Cluster map.
+    /// Cluster: map, nodes, create, apply, migrate slots.
     #[command(subcommand)]
-    Cluster(ClusterCmd),
+    Cluster(cluster::ClusterCmd),
     /// Compact storage now (admin).
     Compact,
     /// Catalog lookups: records under owners, aliases, shedding, warm-up.
@@ -125,12 +127,6 @@ enum Cmd {
     Envelope(envelope::EnvelopeCmd),
     #[command(flatten)]
     Links(links::LinksCmd),
-}
-
-#[derive(Subcommand, Debug)]
-enum ClusterCmd {
-    /// Slot ranges per node.
-    Slots,
 }
 
 fn show(b: &[u8]) -> String {
@@ -165,6 +161,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         request_timeout: Duration::from_secs(cli.timeout),
         ..ClientOptions::default()
     };
+    if let Cmd::Cluster(cmd) = cli.command {
+        return cluster::run(&cli.addr, opts, cmd).await;
+    }
     let c = Client::connect_with(&cli.addr, opts).await?;
     match cli.command {
         Cmd::Keyslot { .. } => unreachable!("handled above"),
@@ -241,15 +240,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Cmd::Limit(cmd) => return limits::run(&c, cmd).await,
-        Cmd::Cluster(ClusterCmd::Slots) => {
-            let map = c.cluster_slots().await?;
-            println!("epoch {}", map.epoch);
-            for n in map.nodes {
-                for r in n.ranges {
-                    println!("{}-{} {} {}", r.start, r.end, n.addr, n.id);
-                }
-            }
-        }
+        Cmd::Cluster(_) => unreachable!("handled above"),
         Cmd::Compact => {
             c.compact().await?;
             println!("OK");

@@ -1,0 +1,147 @@
+//! `rush cluster …` and `rush --addr ANY_NODE …` against a real two-node
+//! cluster (in-process nodes).
+
+use rush_daemon::{Clock, Config};
+use std::process::Command;
+
+struct Node {
+    _dir: tempfile::TempDir,
+    running: Option<rush_daemon::Running>,
+}
+
+async fn node() -> Node {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Config::default();
+    c.server.listen = "127.0.0.1:0".into();
+    c.server.http = String::new();
+    c.storage.data_dir = dir.path().to_path_buf();
+    c.storage.shards = 2;
+    c.storage.block_cache_mb = 16;
+    let running = rush_daemon::start(c, Clock::system()).await.unwrap();
+    Node {
+        _dir: dir,
+        running: Some(running),
+    }
+}
+
+impl Node {
+    fn addr(&self) -> String {
+        self.running.as_ref().unwrap().addr().to_string()
+    }
+
+    async fn stop(mut self) {
+        self.running.take().unwrap().shutdown().await.unwrap();
+    }
+}
+
+/// `rush --addr ADDR args…`: (exit code, stdout, stderr).
+async fn rush(addr: &str, args: &[&str]) -> (i32, String, String) {
+    let addr = addr.to_string();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_rush"))
+            .arg("--addr")
+            .arg(addr)
+            .args(&args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+async fn ok(addr: &str, args: &[&str]) -> String {
+    let (code, out, err) = rush(addr, args).await;
+    assert_eq!(code, 0, "rush {args:?} failed: {err}");
+    out
+}
+
+/// A key whose slot is in `slots`.
+fn key_in(prefix: &str, slots: std::ops::Range<u16>) -> String {
+    (0..)
+        .map(|i| format!("{prefix}{i}"))
+        .find(|k| slots.contains(&rush_client::protocol::key_slot(k.as_bytes())))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_commands_and_routing() {
+    let (a, b) = (node().await, node().await);
+    let (aa, ba) = (a.addr(), b.addr());
+    // A lone node: epoch 0, every slot.
+    let out = ok(&aa, &["cluster", "slots"]).await;
+    assert!(out.starts_with("epoch 0\n0-16383 "), "{out}");
+
+    let out = ok(&aa, &["cluster", "create", &aa, &ba]).await;
+    assert!(out.contains("cluster created: 2 nodes, epoch 1"), "{out}");
+    assert!(
+        out.contains(&format!("0-8191 {aa} ")) && out.contains(&format!("8192-16383 {ba} ")),
+        "{out}"
+    );
+    // Again: refused without --replace (exit 1, nothing changed).
+    let (code, _, err) = rush(&aa, &["cluster", "create", &aa, &ba]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("--replace"), "{err}");
+
+    let nodes = ok(&ba, &["cluster", "nodes"]).await;
+    let lines: Vec<&str> = nodes.lines().collect();
+    assert_eq!(lines[0], "epoch 1");
+    assert!(
+        lines[1].contains(&aa) && lines[1].contains("slots=8192 0-8191"),
+        "{nodes}"
+    );
+    let b_id = lines[2].split_whitespace().next().unwrap().to_string();
+
+    // Any node answers for any key: the CLI routes.
+    let (on_a, on_b) = (key_in("k", 2..8190), key_in("k", 8192..16384));
+    assert_eq!(ok(&aa, &["set", &on_b, "from-a"]).await, "OK\n");
+    assert_eq!(ok(&ba, &["set", &on_a, "from-b"]).await, "OK\n");
+    assert_eq!(ok(&ba, &["get", &on_b]).await, "from-a\n");
+    assert_eq!(ok(&aa, &["get", &on_a]).await, "from-b\n");
+    // Admin broadcasts reach every node.
+    assert_eq!(ok(&aa, &["compact"]).await, "OK\n");
+
+    // Move the slot of `on_a` (and its neighbours) to B, live.
+    let slot = rush_client::protocol::key_slot(on_a.as_bytes());
+    let range = format!("{}-{}", slot.saturating_sub(2), slot + 2);
+    let out = ok(&aa, &["cluster", "migrate", &range, "--to", &b_id]).await;
+    assert!(out.starts_with("moved 5 slots to "), "{out}");
+    assert!(out.contains("epoch 6"), "{out}");
+    let slots = ok(&aa, &["cluster", "slots"]).await;
+    assert!(
+        slots.contains(&format!("{}-{} {ba} {b_id}", slot - 2, slot + 2)),
+        "{slots}"
+    );
+    assert_eq!(ok(&aa, &["get", &on_a]).await, "from-b\n");
+    // Bad slot specs are refused before anything moves.
+    let (code, _, err) = rush(&aa, &["cluster", "migrate", "9-3", "--to", &b_id]).await;
+    assert_eq!(code, 1, "{err}");
+
+    // The map as a file, with a newer epoch, applied to every node.
+    let toml = ok(&aa, &["cluster", "slots", "--toml"]).await;
+    assert!(toml.starts_with("epoch = 6\n"), "{toml}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.toml");
+    std::fs::write(&file, toml.replace("epoch = 6", "epoch = 10")).unwrap();
+    let out = ok(&aa, &["cluster", "apply", file.to_str().unwrap()]).await;
+    assert_eq!(
+        out.lines().filter(|l| l.ends_with(": epoch 10")).count(),
+        2,
+        "{out}"
+    );
+    // Applying an older map fails on every node, and says so.
+    std::fs::write(&file, toml).unwrap();
+    let (code, out, _) = rush(&aa, &["cluster", "apply", file.to_str().unwrap()]).await;
+    assert_eq!(code, 1);
+    assert!(out.contains("CONFLICT"), "{out}");
+    assert!(ok(&ba, &["cluster", "slots"])
+        .await
+        .starts_with("epoch 10\n"));
+    a.stop().await;
+    b.stop().await;
+}

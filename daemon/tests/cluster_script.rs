@@ -1,0 +1,112 @@
+//! `deploy/cluster.sh` does what its header says: up, status, a rolling
+//! restart that keeps every node's data and the map, down.
+
+use rush_client::{Client, ClientOptions};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// A base port with 9 free ports from it (3 nodes × protocol, HTTP, redirects).
+fn free_base() -> u16 {
+    for attempt in 0..200u32 {
+        let base = 20_000 + ((std::process::id() * 7 + attempt * 97) % 30_000) as u16;
+        if (0..9).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
+            return base;
+        }
+    }
+    panic!("no 9 free ports in a row");
+}
+
+fn script(dir: &Path, rush: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/cluster.sh"))
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .env("RUSHD", env!("CARGO_BIN_EXE_rushd"))
+        .env("RUSH", rush)
+        .env("RUSHD_ARGS", "--shards 2")
+        .env("RUSH_LOG", "warn")
+        .output()
+        .expect("bash runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_status_rolling_restart_down() {
+    // The `rush` binary is built beside `rushd` by a workspace build; a
+    // `cargo test -p rush-daemon` of its own may not have it.
+    let rush: PathBuf = Path::new(env!("CARGO_BIN_EXE_rushd")).with_file_name("rush");
+    if !rush.exists() {
+        eprintln!(
+            "skipped: {} is not built (cargo build -p rush-client)",
+            rush.display()
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let base = free_base();
+    let (ok, out) = script(&dir, &rush, &["up", "3", "--base-port", &base.to_string()]);
+    assert!(ok, "{out}");
+    assert!(out.contains("cluster of 3 nodes up"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "node-2 127.0.0.1:{} slots=5461 10923-16383",
+            base + 6
+        )),
+        "{out}"
+    );
+    for i in 0..3 {
+        assert!(dir.join(format!("node-{i}.pid")).exists());
+    }
+
+    let (ok, out) = script(&dir, &rush, &["status"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.matches("ready=200").count(), 3, "{out}");
+    assert!(out.contains("epoch 1"), "{out}");
+
+    // Data written through any node, read through another, survives a
+    // rolling restart.
+    let opts = ClientOptions {
+        retry_deadline: Duration::from_secs(30),
+        ..ClientOptions::default()
+    };
+    let c = Client::connect_with(&format!("127.0.0.1:{base}"), opts.clone())
+        .await
+        .unwrap();
+    for i in 0..100 {
+        c.set(format!("k{i}"), format!("v{i}")).await.unwrap();
+    }
+    let (ok, out) = script(&dir, &rush, &["rolling-restart"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.matches("restarted and ready").count(), 3, "{out}");
+    let c = Client::connect_with(&format!("127.0.0.1:{}", base + 3), opts)
+        .await
+        .unwrap();
+    for i in 0..100 {
+        assert_eq!(
+            c.get(format!("k{i}")).await.unwrap().as_deref(),
+            Some(format!("v{i}").as_bytes())
+        );
+    }
+    assert_eq!(c.cluster_map().unwrap().epoch, 1);
+
+    let (ok, out) = script(&dir, &rush, &["down"]);
+    assert!(ok, "{out}");
+    for i in 0..3 {
+        assert!(!dir.join(format!("node-{i}.pid")).exists());
+        assert!(
+            TcpListener::bind(("127.0.0.1", base + 3 * i)).is_ok(),
+            "node-{i} still listens"
+        );
+    }
+    let (ok, out) = script(&dir, &rush, &["status"]);
+    assert!(!ok && out.matches(" down").count() == 3, "{out}");
+}

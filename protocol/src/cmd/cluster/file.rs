@@ -1,0 +1,133 @@
+//! Cluster map files (feature `map-file`): the operator's source of truth,
+//! e.g. a Kubernetes ConfigMap mounted at `/etc/rush/cluster.toml`.
+//!
+//! ```toml
+//! epoch = 1
+//!
+//! [[nodes]]
+//! id = "rush-0"
+//! addr = "rush-0.rush:7379"
+//! slots = ["0-5460", "9000"]   # inclusive ranges or single slots
+//! ```
+//!
+//! A file must assign every slot exactly once and have an epoch of at least
+//! 1 (epoch 0 is a lone node that was never given a map).
+
+use crate::cmd::{ClusterNode, ClusterSlotsReply};
+use serde::Deserialize;
+use std::path::Path;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MapFile {
+    epoch: u64,
+    nodes: Vec<FileNode>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileNode {
+    id: String,
+    addr: String,
+    slots: Vec<SlotSpec>,
+}
+
+/// `"0-5460"`, `"9000"` or `9000`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SlotSpec {
+    Text(String),
+    Number(i64),
+}
+
+/// Parse and check a map file's text.
+pub fn parse_map(text: &str) -> Result<ClusterSlotsReply, String> {
+    let file: MapFile = toml::from_str(text).map_err(|e| e.to_string())?;
+    if file.epoch == 0 {
+        return Err("epoch must be at least 1 (0 means \"no map\")".into());
+    }
+    let mut nodes = Vec::with_capacity(file.nodes.len());
+    for n in file.nodes {
+        let mut ranges = Vec::with_capacity(n.slots.len());
+        for s in &n.slots {
+            let spec = match s {
+                SlotSpec::Text(t) => t.clone(),
+                SlotSpec::Number(v) => v.to_string(),
+            };
+            ranges
+                .push(super::parse_slot_spec(&spec).map_err(|e| format!("node {:?}: {e}", n.id))?);
+        }
+        nodes.push(ClusterNode {
+            id: n.id,
+            addr: n.addr,
+            ranges,
+        });
+    }
+    let map = ClusterSlotsReply {
+        epoch: file.epoch,
+        nodes,
+    };
+    map.validate()?;
+    Ok(map)
+}
+
+/// Read, parse and check a map file.
+pub fn load_map(path: &Path) -> Result<ClusterSlotsReply, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("reading cluster map {}: {e}", path.display()))?;
+    parse_map(&text).map_err(|e| format!("cluster map {}: {e}", path.display()))
+}
+
+/// A map in the file format (what `rush cluster slots --toml` prints).
+pub fn to_toml(map: &ClusterSlotsReply) -> String {
+    let mut out = format!("epoch = {}\n", map.epoch);
+    for n in &map.normalized().nodes {
+        let slots: Vec<String> = n.ranges.iter().map(|r| format!("\"{r}\"")).collect();
+        out.push_str(&format!(
+            "\n[[nodes]]\nid = {:?}\naddr = {:?}\nslots = [{}]\n",
+            n.id,
+            n.addr,
+            slots.join(", ")
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_parse_check_and_round_trip() {
+        let text = r#"
+epoch = 3
+
+[[nodes]]
+id = "rush-0"
+addr = "rush-0.rush:7379"
+slots = ["0-5460", "9000"]
+
+[[nodes]]
+id = "rush-1"
+addr = "rush-1.rush:7379"
+slots = ["5461-8999", 9001, "9002-16383"]
+"#;
+        let map = parse_map(text).unwrap();
+        assert_eq!(map.epoch, 3);
+        assert_eq!(map.node_for(9000).unwrap().id, "rush-0");
+        assert_eq!(map.node_for(9001).unwrap().id, "rush-1");
+        let again = parse_map(&to_toml(&map)).unwrap();
+        assert!(again.same_as(&map));
+
+        let partial = text.replace("\"9002-16383\"", "\"9002-16000\"");
+        let e = parse_map(&partial).unwrap_err();
+        assert!(
+            e.contains("owned by no node") && e.contains("16001-16383"),
+            "{e}"
+        );
+        assert!(parse_map(&text.replace("epoch = 3", "epoch = 0")).is_err());
+        assert!(parse_map(&text.replace("rush-1\"\naddr", "rush-0\"\naddr")).is_err());
+        assert!(parse_map(&text.replace("9000\"]", "9000\", \"16384\"]")).is_err());
+        assert!(parse_map(&text.replace("epoch = 3", "epoch = 3\ncolor = 1")).is_err());
+    }
+}

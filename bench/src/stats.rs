@@ -43,6 +43,7 @@ impl From<rush_client::ClientError> for OpError {
             E::ConnectionLost(_) => "CONNECTION_LOST".into(),
             E::Connect { .. } => "CONNECT".into(),
             E::Protocol(_) => "PROTOCOL".into(),
+            E::Cluster(_) => "CLUSTER".into(),
         };
         OpError::new(kind, e.to_string())
     }

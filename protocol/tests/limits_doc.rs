@@ -17,13 +17,17 @@ fn row<'d>(doc: &'d str, label: &str) -> &'d str {
 fn check(doc: &str, name: &str, rows: &[(&str, String)]) {
     for (label, expected) in rows {
         let r = row(doc, label);
-        assert!(r.contains(expected.as_str()), "{name}: row {label:?} should say {expected:?}: {r}");
+        assert!(
+            r.contains(expected.as_str()),
+            "{name}: row {label:?} should say {expected:?}: {r}"
+        );
     }
 }
 
 #[test]
 fn readme_limits_match_the_code() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
     check(
         &readme,
         "README.md",
@@ -42,7 +46,10 @@ fn readme_limits_match_the_code() {
             ("records per owner", MAX_RECORDS_PER_OWNER.to_string()),
             ("attributes per record", MAX_ATTRIBUTES.to_string()),
             ("envelope shares", MAX_ENVELOPE_COUNT.to_string()),
-            ("envelope user, sender", format!("{MAX_ENVELOPE_USER} bytes")),
+            (
+                "envelope user, sender",
+                format!("{MAX_ENVELOPE_USER} bytes"),
+            ),
         ],
     );
 }
@@ -69,7 +76,10 @@ fn protocol_limits_match_the_code() {
             ("records per owner", MAX_RECORDS_PER_OWNER.to_string()),
             ("owners per CATALOG_WARM", MAX_WARM_OWNERS.to_string()),
             ("envelope shares", MAX_ENVELOPE_COUNT.to_string()),
-            ("envelope user or sender", format!("{MAX_ENVELOPE_USER} bytes")),
+            (
+                "envelope user or sender",
+                format!("{MAX_ENVELOPE_USER} bytes"),
+            ),
         ],
     );
 }

@@ -19,7 +19,7 @@ const POLICY: &str = "torture";
 
 /// What the workload learned: acknowledged outcomes and attempts whose
 /// outcome is unknown (the daemon died before answering).
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Books {
     keys: HashMap<String, String>,
     codes: HashMap<String, String>,
@@ -199,7 +199,8 @@ async fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         let mut daemon = Spawned::start(&data, &["--config", conf.to_str().unwrap()]);
         // Everything acknowledged in earlier rounds survived the last kill.
         let c = client(daemon.addr).await;
-        let (n, _) = verify(&c, &books.lock().unwrap_or_else(|e| e.into_inner())).await;
+        let snapshot = books.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (n, _) = verify(&c, &snapshot).await;
         checked += n;
         let mut tasks = Vec::new();
         for w in 0..6 {
@@ -216,7 +217,7 @@ async fn sigkill_at_random_moments_loses_nothing_acknowledged() {
     // Final restart: everything, and exact limit counts.
     let daemon = Spawned::start(&data, &["--config", conf.to_str().unwrap()]);
     let c = client(daemon.addr).await;
-    let books = books.lock().unwrap();
+    let books = books.lock().unwrap().clone();
     let (n, envelopes) = verify(&c, &books).await;
     // Orders whose answer was lost may or may not have counted; replaying
     // every attempted order makes each count exactly once.

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// TLS settings for a connection: the verifier (trusted roots) and the name
 /// the server's certificate must carry.
@@ -66,10 +66,12 @@ struct Inner {
     close_reason: Mutex<Option<ClientError>>,
 }
 
-/// A cheap-to-clone handle to one TCP connection.
+/// A cheap-to-clone handle to one TCP connection. The socket closes when the
+/// last handle is dropped (the I/O tasks watch `_open`).
 #[derive(Clone)]
 pub struct Connection {
     inner: Arc<Inner>,
+    _open: Arc<watch::Sender<()>>,
 }
 
 impl Connection {
@@ -124,9 +126,13 @@ impl Connection {
             closed: AtomicBool::new(false),
             close_reason: Mutex::new(None),
         });
-        tokio::spawn(write_loop(wr, rx, inner.clone()));
-        tokio::spawn(read_loop(rd, inner.clone()));
-        Connection { inner }
+        let (open, handles) = watch::channel(());
+        tokio::spawn(write_loop(wr, rx, inner.clone(), handles.clone()));
+        tokio::spawn(read_loop(rd, inner.clone(), handles));
+        Connection {
+            inner,
+            _open: Arc::new(open),
+        }
     }
 
     pub fn is_closed(&self) -> bool {
@@ -220,9 +226,21 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     mut wr: W,
     mut rx: mpsc::UnboundedReceiver<Bytes>,
     inner: Arc<Inner>,
+    mut handles: watch::Receiver<()>,
 ) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
-    while let Some(first) = rx.recv().await {
+    loop {
+        let first = tokio::select! {
+            m = rx.recv() => match m {
+                Some(m) => m,
+                None => return,
+            },
+            // Every handle is gone: nobody can send or wait any more.
+            _ = handles.changed() => {
+                let _ = wr.shutdown().await;
+                return;
+            }
+        };
         buf.extend_from_slice(&first);
         while buf.len() < 256 * 1024 {
             match rx.try_recv() {
@@ -238,7 +256,11 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     }
 }
 
-async fn read_loop<R: AsyncRead + Unpin>(mut rd: R, inner: Arc<Inner>) {
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut rd: R,
+    inner: Arc<Inner>,
+    mut handles: watch::Receiver<()>,
+) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         loop {
@@ -254,7 +276,14 @@ async fn read_loop<R: AsyncRead + Unpin>(mut rd: R, inner: Arc<Inner>) {
                 }
             }
         }
-        match rd.read_buf(&mut buf).await {
+        let read = tokio::select! {
+            r = rd.read_buf(&mut buf) => r,
+            _ = handles.changed() => {
+                close(&inner, ClientError::ConnectionLost("connection dropped".into()));
+                return;
+            }
+        };
+        match read {
             Ok(0) => {
                 close(
                     &inner,

@@ -108,3 +108,42 @@ async fn metrics_health_and_ready() {
     assert_eq!(http_get(http, "/nope").await.0, 404);
     node.stop().await;
 }
+
+#[tokio::test]
+async fn dropping_every_client_handle_closes_its_connection() {
+    let node = TestNode::start().await;
+    let connections = || async {
+        node.client
+            .info()
+            .await
+            .unwrap()
+            .get("connections")
+            .unwrap()
+            .parse::<usize>()
+            .unwrap()
+    };
+    {
+        let c = rush_client::Connection::connect(&node.addr().to_string(), Duration::from_secs(5))
+            .await
+            .unwrap();
+        let again = c.clone();
+        c.call(
+            &rush_client::protocol::cmd::Ping::default(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        drop(again);
+        assert_eq!(connections().await, 2, "a clone keeps it open");
+    }
+    // The server sees the close as soon as the client's I/O tasks run.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while connections().await != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the socket was not closed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    node.stop().await;
+}

@@ -16,11 +16,11 @@ impl Kv {
     }
 
     pub(super) fn set(&self, r: &Set, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
-        let exists = !matches!(self.load(&r.key, now, txn)?, Entry::Missing);
+        // An unconditional SET replaces whatever is there: no read needed.
         let write = match r.cond {
             SetCond::Always => true,
-            SetCond::IfAbsent => !exists,
-            SetCond::IfPresent => exists,
+            SetCond::IfAbsent => matches!(self.load(&r.key, now, txn)?, Entry::Missing),
+            SetCond::IfPresent => !matches!(self.load(&r.key, now, txn)?, Entry::Missing),
         };
         if write {
             let expires_at = if r.ttl_ms == 0 {

@@ -1215,7 +1215,7 @@ async fn every_metric_in_the_rules_and_dashboard_is_exported() {
         used: BTreeSet::new(),
     };
     let bogus = promql::parse(
-        "sum by (shard) (rate(rush_envelope_refunds_pending[5m])) \
+        "sum by (shard) (rate(rush_envelope_refunds_invented[5m])) \
          + sum by (op) (rush_requests_total{opcode=\"x\", outcome=\"TIMEOUT\"}) \
          + sum by (policy) (rate(rush_storage_syncs_total[5m]))",
     )
@@ -1223,7 +1223,7 @@ async fn every_metric_in_the_rules_and_dashboard_is_exported() {
     probe.walk(&bogus, "probe");
     let found = probe.problems.join("\n");
     for expected in [
-        "rush_envelope_refunds_pending is not exported",
+        "rush_envelope_refunds_invented is not exported",
         "rush_requests_total has no label opcode",
         "outcome=\"TIMEOUT\"} is never exported",
         "by (policy): no such label",

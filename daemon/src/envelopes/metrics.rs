@@ -19,6 +19,9 @@ pub struct EnvelopeMetrics {
     pub refunds_acked: IntCounter,
     /// Cents in open envelopes (created, not yet grabbed or refunded).
     pub in_flight_cents: IntGauge,
+    /// Refunds written and not yet acknowledged, per shard (the refund
+    /// backlog the payment system still has to pay).
+    pub refunds_pending: IntGaugeVec,
     /// Calendar days of a slot removed by retention.
     pub days_removed: IntCounter,
 }
@@ -75,6 +78,17 @@ impl EnvelopeMetrics {
                 IntGauge::new(
                     "envelope_in_flight_cents",
                     "Cents in open envelopes, not yet grabbed or refunded",
+                )
+                .expect("valid"),
+            ),
+            refunds_pending: reg(
+                r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "envelope_refunds_pending",
+                        "Refunds in the stream not yet acknowledged as paid",
+                    ),
+                    &["shard"],
                 )
                 .expect("valid"),
             ),

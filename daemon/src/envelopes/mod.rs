@@ -140,6 +140,12 @@ impl Envelopes {
         shared: Arc<Shared>,
         routing: Arc<crate::cluster::routing::Routing>,
     ) -> Self {
+        // The backlog series exists from the start (alerts read it).
+        metrics
+            .envelopes
+            .refunds_pending
+            .with_label_values(&[&shard.to_string()])
+            .set(0);
         Envelopes {
             routing,
             shard,
@@ -224,6 +230,11 @@ impl Envelopes {
         self.refund_due(now, txn);
         self.retention(now, txn);
         self.evict();
+        self.metrics
+            .envelopes
+            .refunds_pending
+            .with_label_values(&[&self.shard.to_string()])
+            .set(self.stream.len() as i64);
     }
 
     /// A group commit failed: memory may hold writes that never happened.

@@ -23,6 +23,7 @@ pub const DEFAULT_DRAIN_TIMEOUT_SECS: u64 = 10;
 pub const DEFAULT_QUEUE_DEPTH: usize = 8192;
 pub const DEFAULT_MAX_BATCH: usize = 512;
 pub const DEFAULT_BLOCK_CACHE_MB: usize = 256;
+pub const DEFAULT_ROW_CACHE_MB: usize = 64;
 pub const DEFAULT_WRITE_BUFFER_MB: usize = 64;
 pub const DEFAULT_TICK_MS: u64 = 100;
 /// Most shard threads a node may run.
@@ -147,6 +148,8 @@ pub struct StorageConfig {
     /// Most requests one group commit takes.
     pub max_batch: usize,
     pub block_cache_mb: usize,
+    /// Hot values kept per node (split over shards) in front of RocksDB.
+    pub row_cache_mb: usize,
     pub write_buffer_mb: usize,
     /// How often shards run their timers (expiry sweeps, prefetch, refunds).
     pub tick_ms: u64,
@@ -161,6 +164,7 @@ impl Default for StorageConfig {
             queue_depth: DEFAULT_QUEUE_DEPTH,
             max_batch: DEFAULT_MAX_BATCH,
             block_cache_mb: DEFAULT_BLOCK_CACHE_MB,
+            row_cache_mb: DEFAULT_ROW_CACHE_MB,
             write_buffer_mb: DEFAULT_WRITE_BUFFER_MB,
             tick_ms: DEFAULT_TICK_MS,
         }

@@ -33,6 +33,8 @@ pub struct Metrics {
     pub storage_write_errors: IntGauge,
     pub storage_reads: IntGauge,
     pub auth_failures: IntCounter,
+    pub row_cache_hits: IntCounter,
+    pub row_cache_misses: IntCounter,
     pub limits: crate::limits::LimitsMetrics,
     pub catalog: crate::catalog::CatalogMetrics,
     pub envelopes: crate::envelopes::EnvelopeMetrics,
@@ -163,6 +165,22 @@ impl Metrics {
             storage_reads: reg(
                 &r,
                 IntGauge::new("storage_reads_total", "RocksDB point reads").expect("valid"),
+            ),
+            row_cache_hits: reg(
+                &r,
+                IntCounter::new(
+                    "row_cache_hits_total",
+                    "Storage reads answered by the row cache",
+                )
+                .expect("valid"),
+            ),
+            row_cache_misses: reg(
+                &r,
+                IntCounter::new(
+                    "row_cache_misses_total",
+                    "Storage reads the row cache could not answer",
+                )
+                .expect("valid"),
             ),
             auth_failures: reg(
                 &r,

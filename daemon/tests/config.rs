@@ -25,6 +25,7 @@ fn example_config_states_the_defaults() {
     );
     assert_eq!(c.storage.data_dir, d.storage.data_dir);
     assert_eq!(c.storage.queue_depth, d.storage.queue_depth);
+    assert_eq!(c.storage.row_cache_mb, d.storage.row_cache_mb);
     assert_eq!(c.storage.kv_durability, Durability::Sync);
     assert!(!c.debug.clock_control);
     assert_eq!(c.limits.default_time_zone, d.limits.default_time_zone);

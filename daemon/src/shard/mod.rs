@@ -13,6 +13,7 @@
 //! envelope's queue cap, or that memory can answer, are answered at intake.
 
 pub mod lanes;
+pub mod rows;
 pub mod slots;
 pub mod txn;
 
@@ -157,6 +158,8 @@ pub struct Shard {
     links: Links,
     /// ID segments of this shard's slots (short codes, envelope ids).
     segments: Segments,
+    /// Hot storage values (see `rows`); lent to each group's `Txn`.
+    rows: rows::RowCache,
     /// Jobs taken off the channel, waiting for a group: per-envelope lanes
     /// drained round-robin (fairness, admission control; see `lanes`).
     lanes: Lanes,
@@ -181,6 +184,9 @@ pub fn spawn(
         limits,
         links,
         segments: Segments::default(),
+        rows: rows::RowCache::new(
+            (ctx.config.storage.row_cache_mb << 20) / ctx.config.shard_count().max(1),
+        ),
         catalog: Catalog::new(
             id,
             ctx.config.shard_count(),
@@ -293,7 +299,11 @@ impl Shard {
             }
             ShardMsg::Tick(tx) => tick_waiters.push(tx),
             // Between groups: everything applied so far is committed.
-            ShardMsg::Slots(op) => self.slot_op(op),
+            // Slot moves change stored data outside groups: forget hot rows.
+            ShardMsg::Slots(op) => {
+                self.rows.clear();
+                self.slot_op(op)
+            }
             ShardMsg::Stop => *stopping = true,
         }
     }
@@ -303,7 +313,7 @@ impl Shard {
         let storage = self.ctx.storage.clone();
         let now = self.ctx.clock.now_ms();
         self.catalog.begin_group(self.rx.len() + self.lanes.len());
-        let mut txn = Txn::new(&storage, self.id);
+        let mut txn = Txn::new(&storage, self.id).with_rows(std::mem::take(&mut self.rows));
         let group = jobs.len();
         // Answers that must wait for the commit: those of requests applied
         // after the group's first write (they may have read it). Answers of
@@ -365,11 +375,18 @@ impl Shard {
     /// request needs it. On failure, in-memory state that may reflect the
     /// lost writes is dropped and the error to answer with is returned.
     fn commit(&mut self, txn: Txn) -> Result<(), RushError> {
-        let Some((batch, sync)) = txn.into_commit() else {
+        let mut finished = txn.finish();
+        let Some((batch, sync)) = finished.commit.take() else {
+            if let Some(rows) = finished.rows_after(true) {
+                self.rows = rows;
+            }
             return Ok(());
         };
         let started = Instant::now();
         let outcome = self.ctx.storage.write(batch, sync);
+        if let Some(rows) = finished.rows_after(outcome.is_ok()) {
+            self.rows = rows;
+        }
         self.ctx
             .metrics
             .commit_seconds
@@ -386,7 +403,11 @@ impl Shard {
     fn tick(&mut self) {
         let storage = self.ctx.storage.clone();
         let now = self.ctx.clock.now_ms();
-        let mut txn = Txn::new(&storage, self.id);
+        let m = &self.ctx.metrics;
+        m.row_cache_hits.inc_by(std::mem::take(&mut self.rows.hits));
+        m.row_cache_misses
+            .inc_by(std::mem::take(&mut self.rows.misses));
+        let mut txn = Txn::new(&storage, self.id).with_rows(std::mem::take(&mut self.rows));
         // Services' timers run here, each finishing its writes with
         // `txn.finish_request(ok)`.
         self.catalog.tick(&storage);

@@ -7,8 +7,10 @@
 //! writes nothing. The group then commits as one [`WriteBatch`] — one WAL
 //! append, one fsync if any request in it needs durability.
 
+use super::rows::RowCache;
 use crate::storage::{Storage, StorageError, WriteBatch};
 use hashbrown::HashMap;
+use std::cell::RefCell;
 
 /// What [`Txn::scan`] found: (key, value) pairs in key order, and whether
 /// the range held more.
@@ -27,6 +29,37 @@ pub struct Txn<'s> {
     staged_sync: bool,
     sync: bool,
     has_writes: bool,
+    /// The shard's row cache, lent to this group (see [`Txn::with_rows`]).
+    rows: Option<RefCell<RowCache>>,
+    /// A key range was deleted: the row cache can't tell which keys.
+    ranges_deleted: bool,
+}
+
+/// A finished group: what to commit, and the row cache to hand back.
+pub struct Finished {
+    pub commit: Option<(WriteBatch, bool)>,
+    rows: Option<RowCache>,
+    applied: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    ranges_deleted: bool,
+}
+
+impl Finished {
+    /// The row cache after the commit: updated with the group's writes when
+    /// it succeeded, emptied when it failed (memory may reflect writes that
+    /// never happened) or when a range was deleted. `None` when the group ran
+    /// without the cache.
+    pub fn rows_after(self, committed: bool) -> Option<RowCache> {
+        let mut rows = self.rows?;
+        if !committed || self.ranges_deleted {
+            rows.clear();
+        }
+        if committed {
+            for (k, v) in self.applied {
+                rows.insert(k, v);
+            }
+        }
+        Some(rows)
+    }
 }
 
 impl<'s> Txn<'s> {
@@ -41,7 +74,15 @@ impl<'s> Txn<'s> {
             staged_sync: false,
             sync: false,
             has_writes: false,
+            rows: None,
+            ranges_deleted: false,
         }
+    }
+
+    /// Read through (and fill) the shard's row cache during this group.
+    pub fn with_rows(mut self, rows: RowCache) -> Self {
+        self.rows = Some(RefCell::new(rows));
+        self
     }
 
     pub fn shard(&self) -> usize {
@@ -60,7 +101,16 @@ impl<'s> Txn<'s> {
         if let Some(v) = self.applied.get(key) {
             return Ok(v.clone());
         }
-        Ok(self.storage.get(self.shard, key)?.map(|v| v.to_vec()))
+        if let Some(rows) = &self.rows {
+            if let Some(v) = rows.borrow_mut().get(key) {
+                return Ok(v);
+            }
+        }
+        let v = self.storage.get(self.shard, key)?.map(|v| v.to_vec());
+        if let Some(rows) = &self.rows {
+            rows.borrow_mut().insert(key.to_vec(), v.clone());
+        }
+        Ok(v)
     }
 
     /// Up to `max` keys of `[from, to)` as this request sees them — RocksDB
@@ -166,6 +216,7 @@ impl<'s> Txn<'s> {
             let cf = self.storage.cf(self.shard);
             for (from, to) in self.staged_ranges.drain(..) {
                 self.batch.delete_range_cf(cf, &from, &to);
+                self.ranges_deleted = true;
             }
             for (k, v) in self.staged.drain(..) {
                 match &v {
@@ -190,7 +241,18 @@ impl<'s> Txn<'s> {
 
     /// The batch to commit and whether it must be synced, if anything was written.
     pub fn into_commit(self) -> Option<(WriteBatch, bool)> {
-        self.has_writes.then_some((self.batch, self.sync))
+        self.finish().commit
+    }
+
+    /// End the group: the batch to commit (if anything was written) and the
+    /// row cache to update once the commit's outcome is known.
+    pub fn finish(self) -> Finished {
+        Finished {
+            commit: self.has_writes.then_some((self.batch, self.sync)),
+            rows: self.rows.map(RefCell::into_inner),
+            applied: self.applied,
+            ranges_deleted: self.ranges_deleted,
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! state of its books (EXPIRED, refund), not absence; whole days go by
 //! retention instead. Only idempotency keys use the TTL header.
 
-use crate::storage::value::{self, kind, Corrupt, Stored};
+use crate::storage::value::{self, kind, Corrupt, Cursor, Stored};
 use rush_protocol::cmd::EnvelopeMode;
 
 const FORMAT: u8 = 1;
@@ -59,7 +59,7 @@ impl EnvelopeRecord {
 
     pub fn decode(raw: &[u8]) -> Result<Self, Corrupt> {
         let p = payload(raw, kind::ENVELOPE)?;
-        let mut c = Cursor(p);
+        let mut c = Cursor::new(p, "an envelope value");
         if c.u8()? != FORMAT {
             return Err(Corrupt("envelope record of an unknown format".into()));
         }
@@ -76,7 +76,7 @@ impl EnvelopeRecord {
             refunded: c.u64()?,
             refund_stamp: c.u64()?,
             refunded_at: c.u64()?,
-            sender: c.0.into(),
+            sender: c.rest().into(),
         })
     }
 }
@@ -100,7 +100,7 @@ impl GrabRecord {
     }
 
     pub fn decode(raw: &[u8]) -> Result<Self, Corrupt> {
-        let mut c = Cursor(payload(raw, kind::ENVELOPE_GRAB)?);
+        let mut c = Cursor::new(payload(raw, kind::ENVELOPE_GRAB)?, "an envelope value");
         let g = GrabRecord {
             amount: c.u64()?,
             at: c.u64()?,
@@ -129,11 +129,11 @@ impl RefundRecord {
     }
 
     pub fn decode(raw: &[u8]) -> Result<Self, Corrupt> {
-        let mut c = Cursor(payload(raw, kind::ENVELOPE_REFUND)?);
+        let mut c = Cursor::new(payload(raw, kind::ENVELOPE_REFUND)?, "an envelope value");
         Ok(RefundRecord {
             amount: c.u64()?,
             refunded_at: c.u64()?,
-            sender: c.0.into(),
+            sender: c.rest().into(),
         })
     }
 }
@@ -144,7 +144,7 @@ pub fn encode_pending(remaining: u64) -> Vec<u8> {
 }
 
 pub fn decode_pending(raw: &[u8]) -> Result<u64, Corrupt> {
-    let mut c = Cursor(payload(raw, kind::ENVELOPE_PENDING)?);
+    let mut c = Cursor::new(payload(raw, kind::ENVELOPE_PENDING)?, "an envelope value");
     let v = c.u64()?;
     c.end()?;
     Ok(v)
@@ -156,7 +156,7 @@ pub fn encode_day(first_id: u64) -> Vec<u8> {
 }
 
 pub fn decode_day(raw: &[u8]) -> Result<u64, Corrupt> {
-    let mut c = Cursor(payload(raw, kind::ENVELOPE_DAY)?);
+    let mut c = Cursor::new(payload(raw, kind::ENVELOPE_DAY)?, "an envelope value");
     let v = c.u64()?;
     c.end()?;
     Ok(v)
@@ -192,7 +192,10 @@ impl IdempotencyRecord {
         if !stored.is_live(now) {
             return Ok(None);
         }
-        let mut c = Cursor(payload(raw, kind::ENVELOPE_IDEMPOTENCY)?);
+        let mut c = Cursor::new(
+            payload(raw, kind::ENVELOPE_IDEMPOTENCY)?,
+            "an envelope value",
+        );
         let r = IdempotencyRecord {
             id: c.u64()?,
             expires_at: c.u64()?,
@@ -221,39 +224,6 @@ fn payload(raw: &[u8], want: u8) -> Result<&[u8], Corrupt> {
         )));
     }
     Ok(stored.payload)
-}
-
-struct Cursor<'a>(&'a [u8]);
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], Corrupt> {
-        if self.0.len() < n {
-            return Err(Corrupt("envelope value is truncated".into()));
-        }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Ok(a)
-    }
-    fn u8(&mut self) -> Result<u8, Corrupt> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32, Corrupt> {
-        Ok(u32::from_be_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-    fn u64(&mut self) -> Result<u64, Corrupt> {
-        Ok(u64::from_be_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-    fn end(&self) -> Result<(), Corrupt> {
-        if self.0.is_empty() {
-            Ok(())
-        } else {
-            Err(Corrupt("trailing bytes in an envelope value".into()))
-        }
-    }
 }
 
 #[cfg(test)]

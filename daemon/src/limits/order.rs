@@ -9,7 +9,7 @@
 
 use super::counter::{corrupt, storage_error};
 use crate::shard::txn::Txn;
-use crate::storage::value::{self, kind, Corrupt, Stored};
+use crate::storage::value::{self, kind, Corrupt, Cursor, Stored};
 use bytes::{Bytes, BytesMut};
 use rush_protocol::cmd::{AcquireReply, OrderItem, Scope};
 use rush_protocol::{RushError, Wire};
@@ -65,7 +65,7 @@ impl OrderRecord {
         if !s.is_live(now) {
             return Ok(None);
         }
-        let mut p = Cursor(s.payload);
+        let mut p = Cursor::new(s.payload, "a limit order");
         let released = match p.u8()? {
             ACQUIRED => false,
             RELEASED => true,
@@ -97,9 +97,7 @@ impl OrderRecord {
         }
         let len = p.u32()? as usize;
         let reply = Bytes::copy_from_slice(p.take(len)?);
-        if !p.0.is_empty() {
-            return Err(Corrupt("limit order has trailing bytes".into()));
-        }
+        p.end()?;
         Ok(Some(OrderRecord {
             released,
             expires_at: s.expires_at,
@@ -142,42 +140,6 @@ impl OrderRecord {
 fn put_str(p: &mut Vec<u8>, s: &str) {
     p.extend_from_slice(&(s.len() as u16).to_be_bytes());
     p.extend_from_slice(s.as_bytes());
-}
-
-struct Cursor<'a>(&'a [u8]);
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], Corrupt> {
-        if self.0.len() < n {
-            return Err(Corrupt("limit order is truncated".into()));
-        }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Ok(a)
-    }
-    fn u8(&mut self) -> Result<u8, Corrupt> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16, Corrupt> {
-        Ok(u16::from_be_bytes(
-            self.take(2)?.try_into().expect("2 bytes"),
-        ))
-    }
-    fn u32(&mut self) -> Result<u32, Corrupt> {
-        Ok(u32::from_be_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-    fn u64(&mut self) -> Result<u64, Corrupt> {
-        Ok(u64::from_be_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-    fn string(&mut self) -> Result<String, Corrupt> {
-        let n = self.u16()? as usize;
-        String::from_utf8(self.take(n)?.to_vec())
-            .map_err(|_| Corrupt("limit order holds non-UTF-8 text".into()))
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Stored forms of links and their visit statistics (the payload after the
 //! 9-byte value header, whose expiry is the link's).
 
-use crate::storage::value::Corrupt;
+use crate::storage::value::{Corrupt, Cursor};
 use rush_protocol::cmd::links::STATS_DAYS;
 
 const FORMAT: u8 = 1;
@@ -64,25 +64,24 @@ impl LinkRecord {
         out
     }
 
-    pub fn decode(mut p: &[u8]) -> Result<LinkRecord, Corrupt> {
-        let p = &mut p;
-        if take(p, 1)?[0] != FORMAT {
+    pub fn decode(payload: &[u8]) -> Result<LinkRecord, Corrupt> {
+        let mut p = Cursor::new(payload, "a link record");
+        if p.u8()? != FORMAT {
             return Err(Corrupt("unknown link record format".into()));
         }
-        let flags = take(p, 1)?[0];
-        let created_at = u64_at(p)?;
-        let ttl_ms = u64_at(p)?;
-        let account = get_bytes(p)?.to_vec();
-        let target = get_string(p)?;
+        let flags = p.u8()?;
+        let created_at = p.u64()?;
+        let ttl_ms = p.u64()?;
+        let n = p.u16()? as usize;
+        let account = p.take(n)?.to_vec();
+        let target = p.string()?;
         let mut apps = [None, None];
         for app in apps.iter_mut() {
-            if take(p, 1)?[0] == 1 {
-                *app = Some(get_string(p)?);
+            if p.u8()? == 1 {
+                *app = Some(p.string()?);
             }
         }
-        if !p.is_empty() {
-            return Err(Corrupt("trailing bytes after link record".into()));
-        }
+        p.end()?;
         let [ios, android] = apps;
         Ok(LinkRecord {
             flags,
@@ -135,19 +134,17 @@ impl Stats {
         out
     }
 
-    pub fn decode(mut p: &[u8]) -> Result<Stats, Corrupt> {
-        let p = &mut p;
-        let total = u64_at(p)?;
-        let last_visit = u64_at(p)?;
-        let n = take(p, 1)?[0] as usize;
+    pub fn decode(payload: &[u8]) -> Result<Stats, Corrupt> {
+        let mut p = Cursor::new(payload, "link stats");
+        let total = p.u64()?;
+        let last_visit = p.u64()?;
+        let n = p.u8()? as usize;
         let mut days = Vec::with_capacity(n);
         for _ in 0..n {
-            let d = u32::from_be_bytes(take(p, 4)?.try_into().expect("4 bytes"));
-            days.push((d, u64_at(p)?));
+            let d = p.u32()?;
+            days.push((d, p.u64()?));
         }
-        if !p.is_empty() {
-            return Err(Corrupt("trailing bytes after link stats".into()));
-        }
+        p.end()?;
         Ok(Stats {
             total,
             last_visit,
@@ -161,28 +158,6 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     debug_assert!(b.len() <= u16::MAX as usize);
     out.extend_from_slice(&(b.len() as u16).to_be_bytes());
     out.extend_from_slice(b);
-}
-
-fn take<'a>(p: &mut &'a [u8], n: usize) -> Result<&'a [u8], Corrupt> {
-    if p.len() < n {
-        return Err(Corrupt("link record is truncated".into()));
-    }
-    let (a, b) = p.split_at(n);
-    *p = b;
-    Ok(a)
-}
-
-fn u64_at(p: &mut &[u8]) -> Result<u64, Corrupt> {
-    Ok(u64::from_be_bytes(take(p, 8)?.try_into().expect("8 bytes")))
-}
-
-fn get_bytes<'a>(p: &mut &'a [u8]) -> Result<&'a [u8], Corrupt> {
-    let n = u16::from_be_bytes(take(p, 2)?.try_into().expect("2 bytes")) as usize;
-    take(p, n)
-}
-
-fn get_string(p: &mut &[u8]) -> Result<String, Corrupt> {
-    String::from_utf8(get_bytes(p)?.to_vec()).map_err(|_| Corrupt("link URL is not UTF-8".into()))
 }
 
 #[cfg(test)]

@@ -147,6 +147,76 @@ pub fn decode_hash(mut p: &[u8]) -> Result<Hash, Corrupt> {
     Ok(h)
 }
 
+/// Reads a value's payload field by field (big-endian integers,
+/// `u16`-length-prefixed text): the decoding half of the services' record
+/// formats. Running out of bytes, or bytes left over, is [`Corrupt`], named
+/// after `what` the payload is.
+pub struct Cursor<'a> {
+    rest: &'a [u8],
+    what: &'static str,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(payload: &'a [u8], what: &'static str) -> Self {
+        Cursor {
+            rest: payload,
+            what,
+        }
+    }
+
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], Corrupt> {
+        if self.rest.len() < n {
+            return Err(Corrupt(format!("{} is truncated", self.what)));
+        }
+        let (a, b) = self.rest.split_at(n);
+        self.rest = b;
+        Ok(a)
+    }
+
+    pub fn u8(&mut self) -> Result<u8, Corrupt> {
+        Ok(self.take(1)?[0])
+    }
+
+    pub fn u16(&mut self) -> Result<u16, Corrupt> {
+        Ok(u16::from_be_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
+    }
+
+    pub fn u32(&mut self) -> Result<u32, Corrupt> {
+        Ok(u32::from_be_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+
+    pub fn u64(&mut self) -> Result<u64, Corrupt> {
+        Ok(u64::from_be_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+
+    /// `u16` length, then UTF-8.
+    pub fn string(&mut self) -> Result<String, Corrupt> {
+        let n = self.u16()? as usize;
+        String::from_utf8(self.take(n)?.to_vec())
+            .map_err(|_| Corrupt(format!("{} holds non-UTF-8 text", self.what)))
+    }
+
+    /// Everything not read yet.
+    pub fn rest(&self) -> &'a [u8] {
+        self.rest
+    }
+
+    /// Every byte must have been read.
+    pub fn end(&self) -> Result<(), Corrupt> {
+        if self.rest.is_empty() {
+            Ok(())
+        } else {
+            Err(Corrupt(format!("trailing bytes in {}", self.what)))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

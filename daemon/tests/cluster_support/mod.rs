@@ -21,7 +21,8 @@ pub struct Node {
 }
 
 impl Node {
-    /// Start node `id` with its data in `root/id`, on a free port.
+    /// Start node `id` with its data in `root/id`, on a free port that it
+    /// can come back to.
     pub fn start(root: &Path, id: &str, crash: Option<&str>) -> Node {
         let dir = root.join(id);
         let conf = root.join(format!("{id}.toml"));
@@ -32,7 +33,7 @@ impl Node {
             proc: None,
             conf,
         };
-        n.launch("127.0.0.1:0", crash);
+        n.launch(&crate::common::fixed_listen_addr(), crash);
         n
     }
 

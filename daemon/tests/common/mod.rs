@@ -8,7 +8,32 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// A free loopback address whose port lies below the kernel's ephemeral
+/// range, for a node that must come back on the same address after a
+/// restart: no `bind(0)` and no outgoing connection (such as a client
+/// retrying against the dead port, which can connect to itself) can take
+/// such a port in between.
+pub fn fixed_listen_addr() -> String {
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (from, to) = if low > 12_000 {
+        (10_000, low)
+    } else {
+        (low / 2, low)
+    };
+    for _ in 0..1000 {
+        let port = from + (rand::random::<u32>() % u32::from(to - from)) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return format!("127.0.0.1:{port}");
+        }
+    }
+    panic!("no free loopback port in {from}..{to}");
+}
 
 /// A config for tests: loopback port 0, no HTTP unless asked, clock control on.
 pub fn test_config(dir: &Path) -> Config {
@@ -148,7 +173,7 @@ impl Spawned {
     fn launch(dir: &Path, listen: &str, extra: &[&str], log: Option<&Path>) -> Spawned {
         let stderr = match log {
             Some(p) => Stdio::from(std::fs::File::create(p).expect("log file")),
-            None => Stdio::inherit(),
+            None => Stdio::piped(),
         };
         let mut child = Command::new(env!("CARGO_BIN_EXE_rushd"))
             .args(["--listen", listen, "--http", "127.0.0.1:0", "--shards", "2"])
@@ -160,6 +185,22 @@ impl Spawned {
             .stderr(stderr)
             .spawn()
             .expect("spawn rushd");
+        // Its stderr is passed on, and the last lines kept to explain a
+        // start that fails.
+        let tail = Arc::new(Mutex::new(std::collections::VecDeque::new()));
+        if let Some(err) = child.stderr.take() {
+            let tail = tail.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    eprintln!("{line}");
+                    let mut t = tail.lock().unwrap();
+                    if t.len() == 20 {
+                        t.pop_front();
+                    }
+                    t.push_back(line);
+                }
+            });
+        }
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -169,9 +210,20 @@ impl Spawned {
                 }
             }
         });
-        let line = rx
-            .recv_timeout(Duration::from_secs(120))
-            .expect("rushd printed its serving line");
+        let line = match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(line) => line,
+            Err(e) => {
+                let _ = child.kill();
+                let status = child.wait();
+                // Let the stderr thread catch up with the last lines.
+                std::thread::sleep(Duration::from_millis(100));
+                let tail: Vec<String> = tail.lock().unwrap().iter().cloned().collect();
+                panic!(
+                    "rushd on {listen} printed no serving line ({e}); exit {status:?}; stderr:\n{}",
+                    tail.join("\n")
+                );
+            }
+        };
         // "rushd serving ADDR http ADDR"
         let parts: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(parts.get(1), Some(&"serving"), "unexpected line {line:?}");

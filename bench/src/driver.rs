@@ -20,7 +20,7 @@
 //! `FuturesUnordered`, so each connection has one histogram and no locks;
 //! the connections' tallies are merged at the end.
 
-use crate::dist::Dist;
+use crate::scrape;
 use crate::stats::{Latency, RunReport, Tally};
 use crate::target::{Conn, Side, Target};
 use crate::workload::{Params, RedisConn, RushConn, Workload};
@@ -61,6 +61,9 @@ pub struct RunOptions {
     /// Carried into the report: what the server is, what an ack means.
     pub label: Option<String>,
     pub durability: Option<String>,
+    /// HTTP addresses (`host:port`) of the Rush nodes' `/metrics`: read
+    /// before and after the run for the workload's `RUSH_METRICS`.
+    pub metrics: Vec<String>,
 }
 
 impl RunOptions {
@@ -79,6 +82,7 @@ impl RunOptions {
             progress: false,
             label: None,
             durability: None,
+            metrics: Vec::new(),
         }
     }
 }
@@ -89,6 +93,20 @@ pub const MAX_CONNECTIONS: usize = 10_000;
 pub const MAX_PIPELINE: usize = 4096;
 /// Connections used to preload (more would only contend).
 const PRELOAD_CONNECTIONS: usize = 8;
+/// Most operations per second a run is assumed able to reach when it has no
+/// request count or rate: bounds what a workload that uses data up (shares
+/// of envelopes) prepares. Far above what 2 cores do; a run that still
+/// outran it would see refusals, counted and shown, not errors.
+const MAX_RATE_GUESS: f64 = 1_000_000.0;
+
+/// At most how many operations a run with these options sends.
+fn max_ops(opts: &RunOptions) -> u64 {
+    match (opts.stop, opts.rate) {
+        (Stop::Requests(n), _) => n,
+        (Stop::Duration(d), Some(r)) => (d.as_secs_f64() * r).ceil() as u64 + 1,
+        (Stop::Duration(d), None) => (d.as_secs_f64() * MAX_RATE_GUESS).ceil() as u64,
+    }
+}
 
 /// Run workload `W` as `opts` say and measure it.
 pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
@@ -106,7 +124,11 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
     if opts.params.keys == 0 {
         bail!("--keys must be positive");
     }
-    let workload = Arc::new(W::new(&opts.params).context("setting up the workload")?);
+    let mut params = opts.params.clone();
+    params.dist = Some(params.dist.unwrap_or(W::DIST));
+    params.target = opts.target.to_string();
+    params.max_ops = max_ops(&opts);
+    let workload = Arc::new(W::new(&params).context("setting up the workload")?);
 
     let conns = futures_util::future::try_join_all(
         (0..opts.connections).map(|_| opts.target.connect(opts.timeout)),
@@ -142,6 +164,26 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         preload_started.elapsed().as_secs_f64()
     } else {
         0.0
+    };
+    {
+        let some = &conns[..conns.len().min(PRELOAD_CONNECTIONS)];
+        match opts.target.side {
+            Side::Rush => {
+                let c: Vec<RushConn> = some.iter().filter_map(Conn::rush).collect();
+                workload.setup_rush(&c).await
+            }
+            Side::Redis => {
+                let c: Vec<RedisConn> = some.iter().filter_map(Conn::redis).collect();
+                workload.setup_redis(&c).await
+            }
+        }
+        .context("preparing the run")?;
+    }
+    let watch = opts.target.side == Side::Rush && !W::RUSH_METRICS.is_empty();
+    let watch_from = if watch && !opts.metrics.is_empty() {
+        Some(scrape_all(&opts.metrics, W::RUSH_METRICS).await?)
+    } else {
+        None
     };
 
     // Everything a connection needs is built before the clock starts.
@@ -207,6 +249,14 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         last = last.max(c.last);
     }
 
+    let server_metrics = match &watch_from {
+        Some(before) => {
+            let after = scrape_all(&opts.metrics, W::RUSH_METRICS).await?;
+            scrape::change(before, &after)
+        }
+        None => Default::default(),
+    };
+
     let elapsed = last.duration_since(schedule.t0).as_secs_f64().max(1e-9);
     Ok(RunReport {
         workload: W::NAME.to_string(),
@@ -223,23 +273,32 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         connections: opts.connections,
         pipeline: opts.pipeline,
         rate: opts.rate,
-        keys: opts.params.keys,
-        dist: dist_name(opts.params.dist),
+        keys: params.keys,
+        dist: params.dist().to_string(),
         value_size: opts.params.value_size,
         preloaded,
         preload_secs,
         ok: total.ok,
         misses: total.misses,
+        denied: total.denied,
         errors: total.error_count(),
         error_types: total.errors.clone(),
         elapsed_secs: elapsed,
         throughput: total.ok as f64 / elapsed,
         latency: Latency::from_histogram(&total.hist),
+        server_metrics,
     })
 }
 
-fn dist_name(d: Dist) -> String {
-    d.to_string()
+/// Every node's `names` series, added up.
+async fn scrape_all(addrs: &[String], names: &[&str]) -> anyhow::Result<scrape::Samples> {
+    let all = futures_util::future::try_join_all(
+        addrs
+            .iter()
+            .map(|a| scrape::scrape(a, names, Duration::from_secs(10))),
+    )
+    .await?;
+    Ok(scrape::sum(&all))
 }
 
 /// The run's shared request schedule: tickets handed out in order.
@@ -388,12 +447,18 @@ async fn progress_loop(
             _ = done.changed() => break,
         }
         secs += 1;
-        let (mut ok, mut errors) = (0, 0);
+        let (mut ok, mut errors, mut denied) = (0, 0, 0);
         for t in &tallies {
             let t = t.inner.lock().expect("not poisoned");
             ok += t.tally.ok;
             errors += t.tally.error_count();
+            denied += t.tally.denied;
         }
+        let denied = if denied > 0 {
+            format!("  denied {denied}")
+        } else {
+            String::new()
+        };
         let lag = schedule.lag();
         let behind = if lag > Duration::from_millis(10) {
             format!("  behind schedule {:.0} ms", lag.as_secs_f64() * 1000.0)
@@ -401,7 +466,7 @@ async fn progress_loop(
             String::new()
         };
         let line = format!(
-            "{name} {target} [{secs:>3}s] {:>10} ops/s  total {ok}  errors {errors}{behind}",
+            "{name} {target} [{secs:>3}s] {:>10} ops/s  total {ok}{denied}  errors {errors}{behind}",
             group(ok - prev)
         );
         prev = ok;

@@ -64,6 +64,9 @@ pub struct RunOptions {
     /// HTTP addresses (`host:port`) of the Rush nodes' `/metrics`: read
     /// before and after the run for the workload's `RUSH_METRICS`.
     pub metrics: Vec<String>,
+    /// The server's process id (on this machine): its CPU time over the
+    /// measured run is reported, so the report can show CPU per operation.
+    pub server_pid: Option<u32>,
 }
 
 impl RunOptions {
@@ -83,6 +86,7 @@ impl RunOptions {
             label: None,
             durability: None,
             metrics: Vec::new(),
+            server_pid: None,
         }
     }
 }
@@ -211,6 +215,7 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         rate: opts.rate,
         stop: opts.stop,
     });
+    let cpu_from = (cpu::process(opts.server_pid), cpu::this_process());
     let (done_tx, done_rx) = tokio::sync::watch::channel(false);
     let progress = opts.progress.then(|| {
         tokio::spawn(progress_loop(
@@ -233,6 +238,7 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
     for t in tasks {
         t.await.context("a connection task panicked")?;
     }
+    let cpu_to = (cpu::process(opts.server_pid), cpu::this_process());
     let _ = done_tx.send(true);
     if let Some(p) = progress {
         let _ = p.await;
@@ -287,7 +293,53 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         throughput: total.ok as f64 / elapsed,
         latency: Latency::from_histogram(&total.hist),
         server_metrics,
+        server_cpu_secs: match (cpu_from.0, cpu_to.0) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        },
+        client_cpu_secs: match (cpu_from.1, cpu_to.1) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        },
     })
+}
+
+/// CPU time (user + system) of processes, in seconds.
+mod cpu {
+    /// Process `pid`'s CPU time so far, from `/proc/PID/stat`.
+    pub fn process(pid: Option<u32>) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
+        // The command name (field 2) may hold spaces: count from after ')'.
+        let rest = stat.rsplit_once(')')?.1;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // Fields 14 and 15 (utime, stime) are the 12th and 13th after ')'.
+        let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        Some(ticks / if hz > 0 { hz as f64 } else { 100.0 })
+    }
+
+    /// This process's CPU time so far (the bench client).
+    pub fn this_process() -> Option<f64> {
+        // SAFETY: getrusage writes into the zeroed struct we own.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+            return None;
+        }
+        let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+        Some(t(u.ru_utime) + t(u.ru_stime))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn reads_cpu_times() {
+            let me = super::process(Some(std::process::id())).expect("own stat");
+            assert!(me >= 0.0);
+            assert!(super::this_process().expect("rusage") >= 0.0);
+            assert!(super::process(None).is_none());
+        }
+    }
 }
 
 /// Every node's `names` series, added up.

@@ -68,6 +68,10 @@ struct RunArgs {
     /// before and after the run.
     #[arg(long)]
     metrics: Vec<String>,
+    /// The server's process id, when it runs on this machine: its CPU time
+    /// per operation is reported.
+    #[arg(long)]
+    server_pid: Option<u32>,
     /// Client runtime threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -242,6 +246,7 @@ fn run_one(workload: &str, m: &ArgMatches) -> anyhow::Result<ExitCode> {
     o.label = a.label;
     o.durability = a.durability;
     o.metrics = a.metrics;
+    o.server_pid = a.server_pid;
     let rt = runtime(a.threads)?;
     let report = rt.block_on(rush_bench::run(workload, o))?;
     print_summary(&report);
@@ -308,6 +313,11 @@ fn print_summary(r: &RunReport) {
     );
     for (kind, stat) in &r.error_types {
         println!("  error       {kind} × {}: {}", stat.count, stat.example);
+    }
+    if let (Some(s), Some(c)) = (r.server_cpu_us_per_op(), r.client_cpu_us_per_op()) {
+        println!("  cpu µs/op   server {s:.1}  client {c:.1}");
+    } else if let Some(c) = r.client_cpu_us_per_op() {
+        println!("  cpu µs/op   client {c:.1}");
     }
     for (series, v) in &r.server_metrics {
         let per_op = if series

@@ -226,9 +226,28 @@ pub struct RunReport {
     /// its value at the end. Empty when the run had no `/metrics` to read.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub server_metrics: BTreeMap<String, f64>,
+    /// CPU seconds the server process used during the measured run (when
+    /// its pid was known: the suite's own servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_secs: Option<f64>,
+    /// CPU seconds the bench client used during the measured run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu_secs: Option<f64>,
 }
 
 impl RunReport {
+    /// Server CPU microseconds per answered operation.
+    pub fn server_cpu_us_per_op(&self) -> Option<f64> {
+        let cpu = self.server_cpu_secs?;
+        (self.ok > 0).then(|| cpu * 1e6 / self.ok as f64)
+    }
+
+    /// Client CPU microseconds per answered operation.
+    pub fn client_cpu_us_per_op(&self) -> Option<f64> {
+        let cpu = self.client_cpu_secs?;
+        (self.ok > 0).then(|| cpu * 1e6 / self.ok as f64)
+    }
+
     /// The sum of every series of `name` (any labels) in `server_metrics`.
     pub fn metric_sum(&self, name: &str) -> Option<f64> {
         let mut found = None;

@@ -175,16 +175,18 @@ impl SuiteOptions {
             shards: None,
             connections: 50,
             pipelines: if quick { vec![16] } else { vec![1, 16] },
-            duration: Duration::from_secs(if quick { 3 } else { 10 }),
+            // Quick: every workload on every server (and the scaling and
+            // one-shard phases) in under 2 minutes — a smoke run, not figures.
+            duration: Duration::from_millis(if quick { 1000 } else { 10_000 }),
             keys: if quick { 10_000 } else { 1_000_000 },
             dist: None,
             value_size: 100,
             sweep: if quick {
-                vec![0.25, 0.5, 0.9]
+                vec![0.5]
             } else {
                 vec![0.1, 0.25, 0.5, 0.75, 0.9]
             },
-            sweep_duration: Duration::from_millis(if quick { 1500 } else { 5000 }),
+            sweep_duration: Duration::from_millis(if quick { 500 } else { 5000 }),
             workloads: Vec::new(),
             servers: ServerKind::ALL.to_vec(),
             data_dir: None,
@@ -655,6 +657,7 @@ fn base_options(
     o.label = Some(kind.label().into());
     o.durability = Some(kind.durability().into());
     o.metrics = server.http.iter().cloned().collect();
+    o.server_pid = Some(server.child.id());
     o
 }
 

@@ -43,6 +43,8 @@ fn run(server: ServerKind, workload: &str, throughput: f64, rate: Option<f64>) -
                 max_us: p99 * 3.0,
             },
             server_metrics: BTreeMap::new(),
+            server_cpu_secs: Some(1.5),
+            client_cpu_secs: Some(2.0),
         },
         variant: None,
         load_average: Some(1.5),

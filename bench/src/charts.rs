@@ -86,9 +86,17 @@ pub fn draw_all(results: &SuiteResults, out: &Path) -> Drawn {
         Ok(false) => {}
         Err(e) => problems.push(format!("throughput.png: {e}")),
     }
+    // Latency against load for the swept workloads (the others have one
+    // open-loop step, at half the peak: a table row, not a curve).
     let mut workloads: Vec<String> = Vec::new();
-    for r in results.runs.iter().filter(|r| r.fraction.is_some()) {
-        if !workloads.contains(&r.report.workload) {
+    for r in results
+        .runs
+        .iter()
+        .filter(|r| r.fraction.is_some() && r.variant.is_none())
+    {
+        if !workloads.contains(&r.report.workload)
+            && sweep_runs(results, &r.report.workload, r.server).len() > 1
+        {
             workloads.push(r.report.workload.clone());
         }
     }
@@ -118,24 +126,23 @@ fn throughput_chart(
     results: &SuiteResults,
     path: &Path,
 ) -> Result<bool, Box<dyn std::error::Error>> {
-    let top = results
-        .runs
-        .iter()
-        .filter(|r| r.fraction.is_none())
-        .map(|r| r.report.pipeline)
-        .max();
+    let main = || {
+        results
+            .runs
+            .iter()
+            .filter(|r| r.fraction.is_none() && r.variant.is_none())
+    };
+    let top = main().map(|r| r.report.pipeline).max();
     let Some(top) = top else { return Ok(false) };
     let mut names: Vec<String> = Vec::new();
-    for r in results.runs.iter().filter(|r| r.fraction.is_none()) {
+    for r in main() {
         if !names.contains(&r.report.workload) {
             names.push(r.report.workload.clone());
         }
     }
     let servers = servers(results);
-    let max = results
-        .runs
-        .iter()
-        .filter(|r| r.fraction.is_none() && r.report.pipeline == top)
+    let max = main()
+        .filter(|r| r.report.pipeline == top)
         .map(|r| r.report.throughput)
         .fold(0.0f64, f64::max);
     let n = names.len() as f64;

@@ -20,7 +20,7 @@
 //! `FuturesUnordered`, so each connection has one histogram and no locks;
 //! the connections' tallies are merged at the end.
 
-use crate::dist::Dist;
+use crate::scrape;
 use crate::stats::{Latency, RunReport, Tally};
 use crate::target::{Conn, Side, Target};
 use crate::workload::{Params, RedisConn, RushConn, Workload};
@@ -61,6 +61,12 @@ pub struct RunOptions {
     /// Carried into the report: what the server is, what an ack means.
     pub label: Option<String>,
     pub durability: Option<String>,
+    /// HTTP addresses (`host:port`) of the Rush nodes' `/metrics`: read
+    /// before and after the run for the workload's `RUSH_METRICS`.
+    pub metrics: Vec<String>,
+    /// The server's process id (on this machine): its CPU time over the
+    /// measured run is reported, so the report can show CPU per operation.
+    pub server_pid: Option<u32>,
 }
 
 impl RunOptions {
@@ -79,6 +85,8 @@ impl RunOptions {
             progress: false,
             label: None,
             durability: None,
+            metrics: Vec::new(),
+            server_pid: None,
         }
     }
 }
@@ -89,6 +97,20 @@ pub const MAX_CONNECTIONS: usize = 10_000;
 pub const MAX_PIPELINE: usize = 4096;
 /// Connections used to preload (more would only contend).
 const PRELOAD_CONNECTIONS: usize = 8;
+/// Most operations per second a run is assumed able to reach when it has no
+/// request count or rate: bounds what a workload that uses data up (shares
+/// of envelopes) prepares. Far above what 2 cores do; a run that still
+/// outran it would see refusals, counted and shown, not errors.
+const MAX_RATE_GUESS: f64 = 1_000_000.0;
+
+/// At most how many operations a run with these options sends.
+fn max_ops(opts: &RunOptions) -> u64 {
+    match (opts.stop, opts.rate) {
+        (Stop::Requests(n), _) => n,
+        (Stop::Duration(d), Some(r)) => (d.as_secs_f64() * r).ceil() as u64 + 1,
+        (Stop::Duration(d), None) => (d.as_secs_f64() * MAX_RATE_GUESS).ceil() as u64,
+    }
+}
 
 /// Run workload `W` as `opts` say and measure it.
 pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
@@ -106,7 +128,11 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
     if opts.params.keys == 0 {
         bail!("--keys must be positive");
     }
-    let workload = Arc::new(W::new(&opts.params).context("setting up the workload")?);
+    let mut params = opts.params.clone();
+    params.dist = Some(params.dist.unwrap_or(W::DIST));
+    params.target = opts.target.to_string();
+    params.max_ops = max_ops(&opts);
+    let workload = Arc::new(W::new(&params).context("setting up the workload")?);
 
     let conns = futures_util::future::try_join_all(
         (0..opts.connections).map(|_| opts.target.connect(opts.timeout)),
@@ -143,6 +169,26 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
     } else {
         0.0
     };
+    {
+        let some = &conns[..conns.len().min(PRELOAD_CONNECTIONS)];
+        match opts.target.side {
+            Side::Rush => {
+                let c: Vec<RushConn> = some.iter().filter_map(Conn::rush).collect();
+                workload.setup_rush(&c).await
+            }
+            Side::Redis => {
+                let c: Vec<RedisConn> = some.iter().filter_map(Conn::redis).collect();
+                workload.setup_redis(&c).await
+            }
+        }
+        .context("preparing the run")?;
+    }
+    let watch = opts.target.side == Side::Rush && !W::RUSH_METRICS.is_empty();
+    let watch_from = if watch && !opts.metrics.is_empty() {
+        Some(scrape_all(&opts.metrics, W::RUSH_METRICS).await?)
+    } else {
+        None
+    };
 
     // Everything a connection needs is built before the clock starts.
     let t_setup = Instant::now();
@@ -169,6 +215,7 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         rate: opts.rate,
         stop: opts.stop,
     });
+    let cpu_from = (cpu::process(opts.server_pid), cpu::this_process());
     let (done_tx, done_rx) = tokio::sync::watch::channel(false);
     let progress = opts.progress.then(|| {
         tokio::spawn(progress_loop(
@@ -191,6 +238,7 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
     for t in tasks {
         t.await.context("a connection task panicked")?;
     }
+    let cpu_to = (cpu::process(opts.server_pid), cpu::this_process());
     let _ = done_tx.send(true);
     if let Some(p) = progress {
         let _ = p.await;
@@ -206,6 +254,14 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         total.merge(c.tally);
         last = last.max(c.last);
     }
+
+    let server_metrics = match &watch_from {
+        Some(before) => {
+            let after = scrape_all(&opts.metrics, W::RUSH_METRICS).await?;
+            scrape::change(before, &after)
+        }
+        None => Default::default(),
+    };
 
     let elapsed = last.duration_since(schedule.t0).as_secs_f64().max(1e-9);
     Ok(RunReport {
@@ -223,23 +279,78 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         connections: opts.connections,
         pipeline: opts.pipeline,
         rate: opts.rate,
-        keys: opts.params.keys,
-        dist: dist_name(opts.params.dist),
+        keys: params.keys,
+        dist: params.dist().to_string(),
         value_size: opts.params.value_size,
         preloaded,
         preload_secs,
         ok: total.ok,
         misses: total.misses,
+        denied: total.denied,
         errors: total.error_count(),
         error_types: total.errors.clone(),
         elapsed_secs: elapsed,
         throughput: total.ok as f64 / elapsed,
         latency: Latency::from_histogram(&total.hist),
+        server_metrics,
+        server_cpu_secs: match (cpu_from.0, cpu_to.0) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        },
+        client_cpu_secs: match (cpu_from.1, cpu_to.1) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        },
     })
 }
 
-fn dist_name(d: Dist) -> String {
-    d.to_string()
+/// CPU time (user + system) of processes, in seconds.
+mod cpu {
+    /// Process `pid`'s CPU time so far, from `/proc/PID/stat`.
+    pub fn process(pid: Option<u32>) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
+        // The command name (field 2) may hold spaces: count from after ')'.
+        let rest = stat.rsplit_once(')')?.1;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // Fields 14 and 15 (utime, stime) are the 12th and 13th after ')'.
+        let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        Some(ticks / if hz > 0 { hz as f64 } else { 100.0 })
+    }
+
+    /// This process's CPU time so far (the bench client).
+    pub fn this_process() -> Option<f64> {
+        // SAFETY: getrusage writes into the zeroed struct we own.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+            return None;
+        }
+        let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+        Some(t(u.ru_utime) + t(u.ru_stime))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn reads_cpu_times() {
+            let me = super::process(Some(std::process::id())).expect("own stat");
+            assert!(me >= 0.0);
+            assert!(super::this_process().expect("rusage") >= 0.0);
+            assert!(super::process(None).is_none());
+        }
+    }
+}
+
+/// Every node's `names` series, added up.
+async fn scrape_all(addrs: &[String], names: &[&str]) -> anyhow::Result<scrape::Samples> {
+    let all = futures_util::future::try_join_all(
+        addrs
+            .iter()
+            .map(|a| scrape::scrape(a, names, Duration::from_secs(10))),
+    )
+    .await?;
+    Ok(scrape::sum(&all))
 }
 
 /// The run's shared request schedule: tickets handed out in order.
@@ -388,12 +499,18 @@ async fn progress_loop(
             _ = done.changed() => break,
         }
         secs += 1;
-        let (mut ok, mut errors) = (0, 0);
+        let (mut ok, mut errors, mut denied) = (0, 0, 0);
         for t in &tallies {
             let t = t.inner.lock().expect("not poisoned");
             ok += t.tally.ok;
             errors += t.tally.error_count();
+            denied += t.tally.denied;
         }
+        let denied = if denied > 0 {
+            format!("  denied {denied}")
+        } else {
+            String::new()
+        };
         let lag = schedule.lag();
         let behind = if lag > Duration::from_millis(10) {
             format!("  behind schedule {:.0} ms", lag.as_secs_f64() * 1000.0)
@@ -401,7 +518,7 @@ async fn progress_loop(
             String::new()
         };
         let line = format!(
-            "{name} {target} [{secs:>3}s] {:>10} ops/s  total {ok}  errors {errors}{behind}",
+            "{name} {target} [{secs:>3}s] {:>10} ops/s  total {ok}{denied}  errors {errors}{behind}",
             group(ok - prev)
         );
         prev = ok;

@@ -16,6 +16,7 @@ pub mod charts;
 pub mod dist;
 pub mod driver;
 pub mod report;
+pub mod scrape;
 pub mod stats;
 pub mod suite;
 pub mod target;

@@ -18,9 +18,10 @@ use std::time::Duration;
 /// Options of a single run (every workload takes the same).
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// rush://HOST:PORT or redis://HOST:PORT.
-    #[arg(long)]
-    target: Target,
+    /// rush://HOST:PORT or redis://HOST:PORT. A Rush cluster: rush://A,B,C
+    /// or --target once per node (requests are routed by slot).
+    #[arg(long, required = true)]
+    target: Vec<Target>,
     /// Connections (each multiplexed).
     #[arg(long, short = 'c', default_value_t = 50)]
     connections: usize,
@@ -36,9 +37,10 @@ struct RunArgs {
     /// Size of the key space.
     #[arg(long, default_value_t = 100_000)]
     keys: u64,
-    /// Key distribution: uniform or zipf:S (e.g. zipf:0.99).
-    #[arg(long, default_value = "uniform")]
-    dist: Dist,
+    /// Key distribution: uniform or zipf:S (e.g. zipf:0.99). Default: the
+    /// workload's (uniform, or zipf:0.99 where popularity is the point).
+    #[arg(long)]
+    dist: Option<Dist>,
     /// Open loop: offered load in requests per second (all connections
     /// together); latency counts from each request's scheduled send time.
     #[arg(long)]
@@ -61,6 +63,15 @@ struct RunArgs {
     /// What an acknowledged write means on this target, kept in the JSON.
     #[arg(long)]
     durability: Option<String>,
+    /// HOST:PORT of a Rush node's HTTP listener (its /metrics), once per
+    /// node: server-side figures (e.g. storage reads per lookup) are read
+    /// before and after the run.
+    #[arg(long)]
+    metrics: Vec<String>,
+    /// The server's process id, when it runs on this machine: its CPU time
+    /// per operation is reported.
+    #[arg(long)]
+    server_pid: Option<u32>,
     /// Client runtime threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -124,6 +135,22 @@ struct SuiteArgs {
     /// Skip the redis-benchmark calibration rows (skipped anyway with --quick).
     #[arg(long)]
     no_calibrate: bool,
+    /// Key counts of the scaling rows (links-resolve and lookups, and the
+    /// footprint per link), e.g. 1000000,10000000.
+    #[arg(long, value_delimiter = ',')]
+    scale_keys: Option<Vec<u64>>,
+    /// Servers of the scaling rows (default: rush, redis-everysec).
+    #[arg(long, value_delimiter = ',')]
+    scale_servers: Option<Vec<ServerKind>>,
+    /// No scaling and footprint rows.
+    #[arg(long)]
+    no_scaling: bool,
+    /// No one-shard rows.
+    #[arg(long)]
+    no_one_shard: bool,
+    /// No open-loop step at half the peak for workloads that aren't swept.
+    #[arg(long)]
+    no_half_peak: bool,
 }
 
 /// Options of `rush-bench report`.
@@ -196,7 +223,8 @@ fn cores() -> usize {
 
 fn run_one(workload: &str, m: &ArgMatches) -> anyhow::Result<ExitCode> {
     let a = RunArgs::from_arg_matches(m)?;
-    let mut o = RunOptions::new(a.target.clone());
+    let target = Target::merge(&a.target).map_err(|e| anyhow::anyhow!(e))?;
+    let mut o = RunOptions::new(target);
     o.connections = a.connections;
     o.pipeline = a.pipeline;
     o.stop = match (a.requests, a.duration) {
@@ -210,12 +238,15 @@ fn run_one(workload: &str, m: &ArgMatches) -> anyhow::Result<ExitCode> {
         dist: a.dist,
         value_size: a.value_size,
         preload: a.preload,
+        ..Params::default()
     };
     o.load = a.preload;
     o.timeout = secs(a.timeout, "--timeout")?;
     o.progress = !a.quiet;
     o.label = a.label;
     o.durability = a.durability;
+    o.metrics = a.metrics;
+    o.server_pid = a.server_pid;
     let rt = runtime(a.threads)?;
     let report = rt.block_on(rush_bench::run(workload, o))?;
     print_summary(&report);
@@ -256,11 +287,16 @@ fn print_summary(r: &RunReport) {
         );
     }
     println!(
-        "  throughput  {} ops/s ({} ok{}, {} errors)",
+        "  throughput  {} ops/s ({} ok{}{}, {} errors)",
         rush_bench::driver::group(r.throughput.round() as u64),
         r.ok,
         if r.misses > 0 {
             format!(", {} misses", r.misses)
+        } else {
+            String::new()
+        },
+        if r.denied > 0 {
+            format!(", {} denied", r.denied)
         } else {
             String::new()
         },
@@ -277,6 +313,24 @@ fn print_summary(r: &RunReport) {
     );
     for (kind, stat) in &r.error_types {
         println!("  error       {kind} × {}: {}", stat.count, stat.example);
+    }
+    if let (Some(s), Some(c)) = (r.server_cpu_us_per_op(), r.client_cpu_us_per_op()) {
+        println!("  cpu µs/op   server {s:.1}  client {c:.1}");
+    } else if let Some(c) = r.client_cpu_us_per_op() {
+        println!("  cpu µs/op   client {c:.1}");
+    }
+    for (series, v) in &r.server_metrics {
+        let per_op = if series
+            .split('{')
+            .next()
+            .is_some_and(|n| n.ends_with("_total"))
+            && r.ok > 0
+        {
+            format!("  ({:.4} per op)", v / r.ok as f64)
+        } else {
+            String::new()
+        };
+        println!("  server      {series} {v}{per_op}");
     }
 }
 
@@ -299,8 +353,18 @@ fn run_suite(m: &ArgMatches) -> anyhow::Result<ExitCode> {
         o.keys = v;
     }
     if let Some(v) = a.dist {
-        o.dist = v;
+        o.dist = Some(v);
     }
+    if let Some(v) = a.scale_keys {
+        anyhow::ensure!(v.iter().all(|k| *k > 0), "--scale-keys must be positive");
+        o.scale_keys = v;
+    }
+    if let Some(v) = a.scale_servers {
+        o.scale_servers = v;
+    }
+    o.scale_keys.retain(|_| !a.no_scaling);
+    o.one_shard &= !a.no_one_shard;
+    o.half_peak &= !a.no_half_peak;
     if let Some(v) = a.sweep {
         anyhow::ensure!(
             v.iter().all(|f| *f > 0.0 && f.is_finite()),

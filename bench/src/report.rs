@@ -43,9 +43,14 @@ fn workload_order(results: &SuiteResults) -> Vec<String> {
     let mut names: Vec<String> = WORKLOADS
         .iter()
         .map(|e| e.name.to_string())
-        .filter(|n| results.runs.iter().any(|r| &r.report.workload == n))
+        .filter(|n| {
+            results
+                .runs
+                .iter()
+                .any(|r| &r.report.workload == n && r.variant.is_none())
+        })
         .collect();
-    for r in &results.runs {
+    for r in results.runs.iter().filter(|r| r.variant.is_none()) {
         if !names.contains(&r.report.workload) {
             names.push(r.report.workload.clone());
         }
@@ -60,7 +65,7 @@ fn servers_in(results: &SuiteResults) -> Vec<ServerKind> {
         .collect()
 }
 
-/// The closed-loop run of `workload` on `server` at `pipeline`.
+/// The closed-loop run of `workload` on `server` at `pipeline` (main matrix).
 pub fn peak_run<'a>(
     results: &'a SuiteResults,
     workload: &str,
@@ -69,6 +74,7 @@ pub fn peak_run<'a>(
 ) -> Option<&'a SuiteRun> {
     results.runs.iter().find(|r| {
         r.fraction.is_none()
+            && r.variant.is_none()
             && r.server == server
             && r.report.workload == workload
             && r.report.pipeline == pipeline
@@ -84,7 +90,12 @@ pub fn sweep_runs<'a>(
     let mut v: Vec<_> = results
         .runs
         .iter()
-        .filter(|r| r.fraction.is_some() && r.server == server && r.report.workload == workload)
+        .filter(|r| {
+            r.fraction.is_some()
+                && r.variant.is_none()
+                && r.server == server
+                && r.report.workload == workload
+        })
         .collect();
     v.sort_by(|a, b| {
         a.report
@@ -99,7 +110,7 @@ fn pipelines(results: &SuiteResults) -> Vec<usize> {
     let mut p: Vec<usize> = results
         .runs
         .iter()
-        .filter(|r| r.fraction.is_none())
+        .filter(|r| r.fraction.is_none() && r.variant.is_none())
         .map(|r| r.report.pipeline)
         .collect();
     p.sort_unstable();
@@ -161,9 +172,34 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
     );
     let _ = writeln!(
         s,
-        "- **Memory:** {:.1} GiB · **kernel** {} · **load average** at start {} · **data directories** on {}",
-        m.memory_gib, m.kernel, m.load_average, m.data_fs
+        "- **Memory:** {:.1} GiB · **kernel** {} · **load average** (1 min) at start {}{} · **data directories** on {}",
+        m.memory_gib,
+        m.kernel,
+        m.load_average,
+        if results.load_average_end.is_empty() {
+            String::new()
+        } else {
+            format!(", at the end {}", results.load_average_end)
+        },
+        m.data_fs
     );
+    let loads: Vec<f64> = results.runs.iter().filter_map(|r| r.load_average).collect();
+    if !loads.is_empty() {
+        let lo = loads.iter().copied().fold(f64::MAX, f64::min);
+        let hi = loads.iter().copied().fold(0.0, f64::max);
+        let mean = loads.iter().sum::<f64>() / loads.len() as f64;
+        let _ = writeln!(
+            s,
+            "- **Load during the runs** (1-minute average after each run): {lo:.2}–{hi:.2}, mean {mean:.2} on {} cores; \
+             anything above the core count means client, server and other work queued for CPU{}",
+            m.cores,
+            if results.suite_secs > 0.0 {
+                format!(" · the suite took {:.0} min", results.suite_secs / 60.0)
+            } else {
+                String::new()
+            }
+        );
+    }
     let _ = writeln!(
         s,
         "- **rushd:** `{}` ({} build), shards: {}",
@@ -249,6 +285,8 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
         let _ = writeln!(s, "![Throughput per workload]({f})\n");
     }
 
+    targets_section(&mut s, results, top);
+
     if !results.calibration.is_empty() {
         let _ = writeln!(s, "### How much of Redis's speed does the client get?\n");
         let _ = writeln!(
@@ -292,9 +330,9 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
         }
         let _ = writeln!(
             s,
-            "| Server | Durability | In flight/conn | ops/s | p50 ms | p99 ms | p99.9 ms | max ms | errors | Rush/Redis |"
+            "| Server | Durability | In flight/conn | ops/s | p50 ms | p99 ms | p99.9 ms | max ms | errors | answers | Rush/Redis |"
         );
-        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|");
         for &p in &pipes {
             let rush = peak_run(results, w, ServerKind::Rush, p).map(|r| r.report.throughput);
             for k in &servers {
@@ -309,7 +347,7 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
                 };
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     k.label(),
                     k.durability(),
                     p,
@@ -319,6 +357,7 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
                     ms(r.latency.p999_us),
                     ms(r.latency.max_us),
                     r.errors,
+                    answers(r),
                     rat
                 );
             }
@@ -360,7 +399,12 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
                 let _ = writeln!(s, "![Latency against offered load: {w}]({f})\n");
             }
         }
+        storage_reads_section(&mut s, results, w);
     }
+
+    scaling_section(&mut s, results);
+    footprint_section(&mut s, results);
+    one_shard_section(&mut s, results, top);
 
     let _ = writeln!(s, "## Errors\n");
     let mut any = false;
@@ -369,8 +413,12 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
             any = true;
             let _ = writeln!(
                 s,
-                "- {} on {}{}: **{kind}** × {} — e.g. `{}`",
+                "- {}{} on {}{}: **{kind}** × {} — e.g. `{}`",
                 run.report.workload,
+                run.variant.as_ref().map_or(String::new(), |v| format!(
+                    " ({v}, {} keys)",
+                    ops(run.report.keys as f64)
+                )),
                 run.server.label(),
                 run.report
                     .rate
@@ -399,6 +447,575 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
         if results.rushd_profile == "debug" { " --debug" } else { "" }
     );
     s
+}
+
+/// "40.0% miss" / "12.1% denied": the answers that were not a plain success.
+fn answers(r: &crate::stats::RunReport) -> String {
+    let mut parts = Vec::new();
+    if r.ok > 0 {
+        if r.misses > 0 {
+            parts.push(format!(
+                "{:.1}% absent",
+                r.misses as f64 * 100.0 / r.ok as f64
+            ));
+        }
+        if r.denied > 0 {
+            parts.push(format!(
+                "{:.1}% denied",
+                r.denied as f64 * 100.0 / r.ok as f64
+            ));
+        }
+    }
+    if parts.is_empty() {
+        "all ok".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// Catalog answers of one path (`bloom_negative`, …) to queries in a run.
+fn query_path(r: &crate::stats::RunReport, path: &str) -> f64 {
+    let want = format!("path=\"{path}\"");
+    r.server_metrics
+        .iter()
+        .filter(|(k, _)| {
+            k.starts_with("rush_catalog_answers_total{")
+                && k.contains("op=\"query\"")
+                && k.contains(&want)
+        })
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// What rushd did for one lookups run: storage reads per query and the
+/// Bloom filter's false-positive rate among absent owners, both measured
+/// over the run.
+pub struct ReadsPerQuery {
+    pub queries: f64,
+    pub reads_per_query: f64,
+    /// (cache_negative + storage_miss) / (those + bloom_negative), this run.
+    pub fp_rate: f64,
+    /// Share of queries answered by each layer.
+    pub bloom_negative: f64,
+    pub cache: f64,
+    pub storage: f64,
+}
+
+pub fn reads_per_query(r: &crate::stats::RunReport) -> Option<ReadsPerQuery> {
+    let reads = r.metric_sum("rush_storage_reads_total")?;
+    let queries = (r.ok + r.errors) as f64;
+    if queries == 0.0 {
+        return None;
+    }
+    let neg = query_path(r, "bloom_negative");
+    let fp = query_path(r, "cache_negative") + query_path(r, "storage_miss");
+    let cache = query_path(r, "cache_hit") + query_path(r, "cache_negative");
+    let storage = query_path(r, "storage_hit") + query_path(r, "storage_miss");
+    Some(ReadsPerQuery {
+        queries,
+        reads_per_query: reads / queries,
+        fp_rate: if fp + neg > 0.0 { fp / (fp + neg) } else { 0.0 },
+        bloom_negative: neg / queries,
+        cache: cache / queries,
+        storage: storage / queries,
+    })
+}
+
+/// The issue's goal for lookups: at most 0.6 + the false-positive rate.
+pub fn reads_goal(q: &ReadsPerQuery) -> f64 {
+    0.6 + q.fp_rate
+}
+
+fn storage_reads_section(s: &mut String, results: &SuiteResults, workload: &str) {
+    if !workload.starts_with("lookups") {
+        return;
+    }
+    let runs: Vec<&SuiteRun> = results
+        .runs
+        .iter()
+        .filter(|r| r.server == ServerKind::Rush && r.report.workload == workload)
+        .filter(|r| !r.report.server_metrics.is_empty())
+        .collect();
+    if runs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "Rush's storage reads per query, from rushd's `/metrics` read before and after each run \
+         (`rush_storage_reads_total`; answer layers from `rush_catalog_answers_total`). \
+         Goal: at most 0.6 + the Bloom false-positive rate.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| Run | Keys | ops/s | queries | storage reads / query | Bloom FP rate (this run) | goal | answered by Bloom / cache / storage |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---|");
+    for run in runs {
+        let Some(q) = reads_per_query(&run.report) else {
+            continue;
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.4} | {:.4} | ≤ {:.4} {} | {:.1}% / {:.1}% / {:.1}% |",
+            run_name(run),
+            ops(run.report.keys as f64),
+            ops(run.report.throughput),
+            ops(q.queries),
+            q.reads_per_query,
+            q.fp_rate,
+            reads_goal(&q),
+            if q.reads_per_query <= reads_goal(&q) {
+                "met"
+            } else {
+                "**missed**"
+            },
+            q.bloom_negative * 100.0,
+            q.cache * 100.0,
+            q.storage * 100.0
+        );
+    }
+    let _ = writeln!(s);
+}
+
+/// "closed, 16 in flight" / "open, 50% of peak" / "scaling" …
+fn run_name(run: &SuiteRun) -> String {
+    let base = match run.fraction {
+        Some(f) => format!("open loop, {:.0}% of peak", f * 100.0),
+        None => format!("closed loop, {} in flight", run.report.pipeline),
+    };
+    match &run.variant {
+        Some(v) => format!("{base} ({v})"),
+        None => base,
+    }
+}
+
+fn variant_runs<'a>(results: &'a SuiteResults, variant: &str) -> Vec<&'a SuiteRun> {
+    results
+        .runs
+        .iter()
+        .filter(|r| r.variant.as_deref() == Some(variant))
+        .collect()
+}
+
+fn scaling_section(s: &mut String, results: &SuiteResults) {
+    let runs = variant_runs(results, crate::suite::VARIANT_SCALING);
+    if runs.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "## Scaling with data size\n");
+    let _ = writeln!(
+        s,
+        "Fresh servers, data preloaded to each size in turn (links first, then owners), each \
+         workload run closed-loop at that size. The last column compares with the smallest size \
+         on the same server.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| Workload | Server | Keys | ops/s | p50 ms | p99 ms | p99.9 ms | errors | vs smallest |"
+    );
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for run in &runs {
+        let r = &run.report;
+        let base = runs
+            .iter()
+            .filter(|o| o.server == run.server && o.report.workload == r.workload)
+            .min_by_key(|o| o.report.keys)
+            .map(|o| o.report.throughput);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.workload,
+            run.server.label(),
+            ops(r.keys as f64),
+            ops(r.throughput),
+            ms(r.latency.p50_us),
+            ms(r.latency.p99_us),
+            ms(r.latency.p999_us),
+            r.errors,
+            base.map_or("–".into(), |b| format!("{:.2}×", r.throughput / b))
+        );
+    }
+    let _ = writeln!(s);
+}
+
+fn mib(b: f64) -> String {
+    format!("{:.0} MiB", b / 1048576.0)
+}
+
+fn footprint_section(s: &mut String, results: &SuiteResults) {
+    let rows: Vec<_> = results.footprint.iter().filter(|f| f.links > 0).collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "## Footprint per stored link\n");
+    let _ = writeln!(
+        s,
+        "Measured after the scaling phase's `links-resolve` run at each size (100-byte URLs, \
+         7-character codes, 30-day TTL). Rush: the process's resident memory (VmRSS; it holds \
+         RocksDB's block cache and memtables, bounded by config, not by data) and its data \
+         directory after a full compaction. Redis: `INFO memory` used_memory (Redis's own \
+         accounting, as in the issue's 241 bytes) and its resident memory. *Per link* divides the \
+         growth since the empty server by the links; *total per link* divides the whole.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| Server | Links | RSS | RSS per link (growth / total) | used_memory per link | disk | disk per link |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+    for f in rows {
+        let n = f.links as f64;
+        let rss_growth = f.rss_bytes.saturating_sub(f.rss_empty_bytes) as f64 / n;
+        let used = match (f.used_memory, f.used_memory_empty) {
+            (Some(u), Some(e)) => format!("{:.0} B", u.saturating_sub(e) as f64 / n),
+            _ => "–".into(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.0} B / {:.0} B | {} | {} | {:.0} B |",
+            f.server.label(),
+            ops(n),
+            mib(f.rss_bytes as f64),
+            rss_growth,
+            f.rss_bytes as f64 / n,
+            used,
+            mib(f.disk_bytes as f64),
+            f.disk_bytes.saturating_sub(f.disk_empty_bytes) as f64 / n
+        );
+    }
+    let _ = writeln!(s);
+}
+
+fn one_shard_section(s: &mut String, results: &SuiteResults, top: usize) {
+    let runs = variant_runs(results, crate::suite::VARIANT_ONE_SHARD);
+    if runs.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "## One shard against all shards\n");
+    let _ = writeln!(
+        s,
+        "rushd restarted with `--shards 1` (fresh data, preloaded again), each workload closed-loop \
+         at {top} in flight, beside phase 1's rushd with {} shards. Client and server share the \
+         same {} cores, so more shard threads can only help while a core is idle.\n",
+        results.rush_shards,
+        results.machine.cores
+    );
+    let _ = writeln!(
+        s,
+        "| Workload | 1 shard ops/s | p99 ms | all shards ops/s | p99 ms | all / 1 |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+    for run in runs {
+        let r = &run.report;
+        let all = peak_run(results, &r.workload, ServerKind::Rush, r.pipeline);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            r.workload,
+            ops(r.throughput),
+            ms(r.latency.p99_us),
+            all.map_or("–".into(), |a| ops(a.report.throughput)),
+            all.map_or("–".into(), |a| ms(a.report.latency.p99_us)),
+            all.map_or("–".into(), |a| format!(
+                "{:.2}×",
+                a.report.throughput / r.throughput.max(1e-9)
+            ))
+        );
+    }
+    let _ = writeln!(s);
+}
+
+/// One of the issue's targets, as measured.
+pub struct TargetCheck {
+    pub target: String,
+    pub measured: String,
+    /// `None`: not measured in this run.
+    pub met: Option<bool>,
+}
+
+fn throughput_of(results: &SuiteResults, w: &str, k: ServerKind, p: usize) -> Option<f64> {
+    peak_run(results, w, k, p).map(|r| r.report.throughput)
+}
+
+/// Rush/Redis at every pipeline: "2.10× at 16, 1.40× at 1"; and whether
+/// the ratio at `top` reaches `need`.
+fn ratio_check(
+    results: &SuiteResults,
+    w: &str,
+    other: ServerKind,
+    need: f64,
+    top: usize,
+    target: &str,
+) -> TargetCheck {
+    let mut parts = Vec::new();
+    let mut at_top = None;
+    let mut pipes = pipelines(results);
+    pipes.reverse();
+    for p in pipes {
+        if let (Some(a), Some(b)) = (
+            throughput_of(results, w, ServerKind::Rush, p),
+            throughput_of(results, w, other, p),
+        ) {
+            let r = a / b;
+            parts.push(format!(
+                "{r:.2}× at {p} in flight ({} vs {})",
+                ops(a),
+                ops(b)
+            ));
+            if p == top {
+                at_top = Some(r);
+            }
+        }
+    }
+    TargetCheck {
+        target: target.into(),
+        measured: if parts.is_empty() {
+            "not run".into()
+        } else {
+            parts.join("; ")
+        },
+        met: at_top.map(|r| r >= need),
+    }
+}
+
+/// Every target issue 7 sets, checked against this run's figures (the
+/// headline pipeline decides; the other pipeline is shown beside it).
+pub fn targets(results: &SuiteResults, top: usize) -> Vec<TargetCheck> {
+    use ServerKind::*;
+    let mut t = vec![
+        ratio_check(
+            results,
+            "links-shorten",
+            RedisEverysec,
+            2.0,
+            top,
+            "links-shorten ≥ 2× Redis (everysec), Rush acknowledging only synced writes",
+        ),
+        ratio_check(
+            results,
+            "links-resolve",
+            RedisEverysec,
+            1.0,
+            top,
+            "links-resolve ≥ 1× Redis (everysec)",
+        ),
+        ratio_check(
+            results,
+            "limits",
+            RedisEverysec,
+            2.0,
+            top,
+            "limits ≥ 2× Redis's Lua script (everysec), Rush atomic and idempotent",
+        ),
+    ];
+    // Lookups: storage reads per query in every Rush lookups run.
+    let mut worst: Option<(String, ReadsPerQuery)> = None;
+    for run in results
+        .runs
+        .iter()
+        .filter(|r| r.server == Rush && r.report.workload.starts_with("lookups"))
+    {
+        if let Some(q) = reads_per_query(&run.report) {
+            let slack = reads_goal(&q) - q.reads_per_query;
+            if worst
+                .as_ref()
+                .is_none_or(|(_, w)| slack < reads_goal(w) - w.reads_per_query)
+            {
+                worst = Some((
+                    format!(
+                        "{} {}, {} keys",
+                        run.report.workload,
+                        run_name(run),
+                        ops(run.report.keys as f64)
+                    ),
+                    q,
+                ));
+            }
+        }
+    }
+    t.push(match worst {
+        Some((name, q)) => TargetCheck {
+            target: "lookups: storage reads per query ≤ 0.6 + Bloom false-positive rate".into(),
+            measured: format!(
+                "worst run ({name}): {:.4} reads/query, FP rate {:.4}, goal ≤ {:.4}",
+                q.reads_per_query,
+                q.fp_rate,
+                reads_goal(&q)
+            ),
+            met: Some(q.reads_per_query <= reads_goal(&q)),
+        },
+        None => TargetCheck {
+            target: "lookups: storage reads per query ≤ 0.6 + Bloom false-positive rate".into(),
+            measured: "not measured (no /metrics)".into(),
+            met: None,
+        },
+    });
+    t.push(ratio_check(
+        results,
+        "lookups",
+        RedisEverysec,
+        1.5,
+        top,
+        "lookups ≥ 1.5× Redis HGETALL (uniform owners)",
+    ));
+    t.push(ratio_check(
+        results,
+        "lookups-zipf",
+        RedisEverysec,
+        1.5,
+        top,
+        "lookups-zipf ≥ 1.5× Redis HGETALL (Zipf owners)",
+    ));
+    t.push(ratio_check(
+        results,
+        "envelopes",
+        RedisAlways,
+        3.0,
+        top,
+        "envelopes grab ≥ 3× Redis Lua with appendfsync always (both durable per grab)",
+    ));
+    // Latency at half the peak, every workload, Rush.
+    let mut ok = Vec::new();
+    let mut missed = Vec::new();
+    for w in workload_order(results) {
+        let half = sweep_runs(results, &w, Rush)
+            .into_iter()
+            .find(|r| r.fraction.is_some_and(|f| (f - 0.5).abs() < 1e-9));
+        if let Some(run) = half {
+            let l = &run.report.latency;
+            let line = format!("{w} p99 {} / p99.9 {} ms", ms(l.p99_us), ms(l.p999_us));
+            if l.p99_us <= 1000.0 && l.p999_us <= 5000.0 && run.report.errors == 0 {
+                ok.push(line);
+            } else {
+                missed.push(line);
+            }
+        }
+    }
+    t.push(TargetCheck {
+        target: "p99 ≤ 1 ms and p99.9 ≤ 5 ms at half the measured peak, every workload (Rush)"
+            .into(),
+        measured: if ok.is_empty() && missed.is_empty() {
+            "not run".into()
+        } else {
+            format!(
+                "met: {}; missed: {}",
+                if ok.is_empty() {
+                    "none".into()
+                } else {
+                    ok.join(", ")
+                },
+                if missed.is_empty() {
+                    "none".into()
+                } else {
+                    missed.join(", ")
+                }
+            )
+        },
+        met: if ok.is_empty() && missed.is_empty() {
+            None
+        } else {
+            Some(missed.is_empty())
+        },
+    });
+    // Footprint at the largest size both sides reached.
+    let largest = results
+        .footprint
+        .iter()
+        .filter(|f| f.server == Rush && f.links > 0)
+        .map(|f| f.links)
+        .max();
+    let fp = largest.and_then(|n| {
+        let rush = results
+            .footprint
+            .iter()
+            .find(|f| f.server == Rush && f.links == n)?;
+        let redis = results
+            .footprint
+            .iter()
+            .find(|f| f.server != Rush && f.links == n && f.used_memory.is_some())?;
+        let redis_per = redis
+            .used_memory?
+            .saturating_sub(redis.used_memory_empty.unwrap_or(0)) as f64
+            / n as f64;
+        let rush_per = rush.rss_bytes as f64 / n as f64;
+        Some((n, rush_per, redis_per))
+    });
+    t.push(match fp {
+        Some((n, rush, redis)) => TargetCheck {
+            target: "footprint: Rush RSS per link ≤ 1/4 of Redis's memory per link (at the largest size measured; 10M links in the full run)".into(),
+            measured: format!(
+                "at {} links: Rush {:.0} B/link (whole RSS), Redis {:.0} B/link (used_memory growth): {:.2} of Redis's",
+                ops(n as f64),
+                rush,
+                redis,
+                rush / redis
+            ),
+            met: Some(rush * 4.0 <= redis),
+        },
+        None => TargetCheck {
+            target: "footprint: Rush RSS per link ≤ 1/4 of Redis's memory per link (at the largest size measured; 10M links in the full run)".into(),
+            measured: "not measured".into(),
+            met: None,
+        },
+    });
+    let scale: Vec<&SuiteRun> = variant_runs(results, crate::suite::VARIANT_SCALING)
+        .into_iter()
+        .filter(|r| r.server == Rush && r.report.workload == "links-resolve")
+        .collect();
+    let small = scale.iter().min_by_key(|r| r.report.keys);
+    let big = scale.iter().max_by_key(|r| r.report.keys);
+    t.push(match (small, big) {
+        (Some(a), Some(b)) if a.report.keys < b.report.keys => {
+            let r = b.report.throughput / a.report.throughput;
+            TargetCheck {
+                target: "links-resolve at the largest size within 20% of the smallest (10M vs 1M links in the full run; Rush)".into(),
+                measured: format!(
+                    "{} keys: {} ops/s; {} keys: {} ops/s ({:.2}×)",
+                    ops(a.report.keys as f64),
+                    ops(a.report.throughput),
+                    ops(b.report.keys as f64),
+                    ops(b.report.throughput),
+                    r
+                ),
+                met: Some(r >= 0.8),
+            }
+        }
+        _ => TargetCheck {
+            target: "links-resolve at the largest size within 20% of the smallest (10M vs 1M links in the full run; Rush)".into(),
+            measured: "not run".into(),
+            met: None,
+        },
+    });
+    t
+}
+
+fn targets_section(s: &mut String, results: &SuiteResults, top: usize) {
+    let checks = targets(results, top);
+    if checks.iter().all(|c| c.met.is_none()) {
+        return;
+    }
+    let _ = writeln!(s, "## Issue targets, as measured in this run\n");
+    let _ = writeln!(
+        s,
+        "Throughput targets are judged at {top} in flight per connection (the headline); the \
+         other pipeline is shown beside. Where a target is missed, the analysis at the end gives \
+         the profile-based reason and what would close it.\n"
+    );
+    let _ = writeln!(s, "| Target | Measured | Verdict |");
+    let _ = writeln!(s, "|---|---|---|");
+    for c in checks {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} |",
+            c.target,
+            c.measured,
+            match c.met {
+                Some(true) => "met",
+                Some(false) => "**missed**",
+                None => "–",
+            }
+        );
+    }
+    let _ = writeln!(s);
 }
 
 /// Now, as `YYYY-MM-DD HH:MM UTC` (no date crate for one line).

@@ -77,6 +77,9 @@ pub struct Tally {
     pub ok: u64,
     /// Reads that found nothing where the workload allows it (not errors).
     pub misses: u64,
+    /// Normal refusals (LIMITED orders, EMPTY envelopes): answered, counted
+    /// in `ok`, not errors.
+    pub denied: u64,
     pub errors: BTreeMap<String, ErrorStat>,
 }
 
@@ -86,6 +89,7 @@ impl Default for Tally {
             hist: new_histogram(),
             ok: 0,
             misses: 0,
+            denied: 0,
             errors: BTreeMap::new(),
         }
     }
@@ -98,8 +102,10 @@ impl Tally {
         match outcome {
             Ok(o) => {
                 self.ok += 1;
-                if *o == Outcome::Miss {
-                    self.misses += 1;
+                match o {
+                    Outcome::Done => {}
+                    Outcome::Miss => self.misses += 1,
+                    Outcome::Denied => self.denied += 1,
                 }
                 self.hist.saturating_record(ns);
             }
@@ -119,6 +125,7 @@ impl Tally {
             .expect("histograms share their bounds");
         self.ok += other.ok;
         self.misses += other.misses;
+        self.denied += other.denied;
         for (kind, stat) in other.errors {
             let mine = self.errors.entry(kind).or_default();
             if mine.count == 0 {
@@ -138,8 +145,12 @@ impl Tally {
 pub enum Outcome {
     Done,
     /// A read that found no value, in a workload where that's allowed
-    /// (kv-get without `--preload`).
+    /// (kv-get without `--preload`, a lookup of an absent owner).
     Miss,
+    /// A normal refusal the workload expects some of — an order over its
+    /// limit (LIMITED), a grab of an emptied envelope (EMPTY): the server
+    /// did its work and answered.
+    Denied,
 }
 
 /// Latency summary in microseconds (successful operations only).
@@ -200,6 +211,9 @@ pub struct RunReport {
     /// Successful operations.
     pub ok: u64,
     pub misses: u64,
+    /// Normal refusals among `ok` (see [`Outcome::Denied`]).
+    #[serde(default)]
+    pub denied: u64,
     pub errors: u64,
     pub error_types: BTreeMap<String, ErrorStat>,
     /// From the first scheduled send to the last answer.
@@ -207,6 +221,49 @@ pub struct RunReport {
     /// Successful operations per second.
     pub throughput: f64,
     pub latency: Latency,
+    /// rushd series named by the workload (`Workload::RUSH_METRICS`), summed
+    /// over the nodes: a counter's increase during the run, anything else
+    /// its value at the end. Empty when the run had no `/metrics` to read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub server_metrics: BTreeMap<String, f64>,
+    /// CPU seconds the server process used during the measured run (when
+    /// its pid was known: the suite's own servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_secs: Option<f64>,
+    /// CPU seconds the bench client used during the measured run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu_secs: Option<f64>,
+}
+
+impl RunReport {
+    /// Server CPU microseconds per answered operation.
+    pub fn server_cpu_us_per_op(&self) -> Option<f64> {
+        let cpu = self.server_cpu_secs?;
+        (self.ok > 0).then(|| cpu * 1e6 / self.ok as f64)
+    }
+
+    /// Client CPU microseconds per answered operation.
+    pub fn client_cpu_us_per_op(&self) -> Option<f64> {
+        let cpu = self.client_cpu_secs?;
+        (self.ok > 0).then(|| cpu * 1e6 / self.ok as f64)
+    }
+
+    /// The sum of every series of `name` (any labels) in `server_metrics`.
+    pub fn metric_sum(&self, name: &str) -> Option<f64> {
+        let mut found = None;
+        for (k, v) in &self.server_metrics {
+            let base = k.split('{').next().unwrap_or(k);
+            if base == name {
+                *found.get_or_insert(0.0) += v;
+            }
+        }
+        found
+    }
+
+    /// The one series `name{labels}` exactly as exported.
+    pub fn metric(&self, series: &str) -> Option<f64> {
+        self.server_metrics.get(series).copied()
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::driver::{RunOptions, Stop};
 use crate::report;
 use crate::stats::RunReport;
 use crate::target::{Side, Target};
-use crate::workload::{Params, WORKLOADS};
+use crate::workload::{Entry, Params, WORKLOADS};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -137,7 +137,8 @@ pub struct SuiteOptions {
     pub pipelines: Vec<usize>,
     pub duration: Duration,
     pub keys: u64,
-    pub dist: Dist,
+    /// `None`: each workload's own distribution.
+    pub dist: Option<Dist>,
     pub value_size: usize,
     /// Open-loop steps for sweep workloads, as fractions of the closed-loop peak.
     pub sweep: Vec<f64>,
@@ -151,6 +152,16 @@ pub struct SuiteOptions {
     pub threads: usize,
     /// Also run redis-benchmark against each Redis (when it is installed).
     pub calibrate: bool,
+    /// One open-loop step at half the peak for workloads that are not swept
+    /// (the latency target is stated at half the peak for every workload).
+    pub half_peak: bool,
+    /// Key counts of the scaling rows (links-resolve and lookups, with the
+    /// footprint per link); empty: no scaling phase.
+    pub scale_keys: Vec<u64>,
+    /// Servers the scaling phase runs on.
+    pub scale_servers: Vec<ServerKind>,
+    /// Also run every workload on a one-shard rushd.
+    pub one_shard: bool,
 }
 
 impl SuiteOptions {
@@ -164,21 +175,35 @@ impl SuiteOptions {
             shards: None,
             connections: 50,
             pipelines: if quick { vec![16] } else { vec![1, 16] },
-            duration: Duration::from_secs(if quick { 3 } else { 10 }),
+            // Quick: every workload on every server (and the scaling and
+            // one-shard phases) in under 2 minutes — a smoke run, not figures.
+            duration: Duration::from_millis(if quick { 1000 } else { 10_000 }),
             keys: if quick { 10_000 } else { 1_000_000 },
-            dist: Dist::Uniform,
+            dist: None,
             value_size: 100,
             sweep: if quick {
-                vec![0.25, 0.5, 0.9]
+                vec![0.5]
             } else {
                 vec![0.1, 0.25, 0.5, 0.75, 0.9]
             },
-            sweep_duration: Duration::from_millis(if quick { 1500 } else { 5000 }),
+            sweep_duration: Duration::from_millis(if quick { 500 } else { 5000 }),
             workloads: Vec::new(),
             servers: ServerKind::ALL.to_vec(),
             data_dir: None,
             threads: 0,
             calibrate: !quick,
+            half_peak: true,
+            scale_keys: if quick {
+                vec![10_000, 20_000]
+            } else {
+                vec![1_000_000, 10_000_000]
+            },
+            // Redis `always` differs from `everysec` by its fsyncs, which
+            // neither the read figures nor the footprint depend on (GETEX
+            // writes its TTL to the AOF, but the phase-1 rows show that
+            // cost); one Redis keeps the 10M-key preloads affordable.
+            scale_servers: vec![ServerKind::Rush, ServerKind::RedisEverysec],
+            one_shard: true,
         }
     }
 }
@@ -190,6 +215,31 @@ pub struct SuiteRun {
     /// Open-loop step: the fraction of the closed-loop peak offered.
     pub fraction: Option<f64>,
     pub report: RunReport,
+    /// `None`: the main matrix; [`VARIANT_SCALING`] or [`VARIANT_ONE_SHARD`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// The machine's 1-minute load average when the run ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_average: Option<f64>,
+}
+
+/// What a server holds in memory and on disk for a number of links.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Footprint {
+    pub server: ServerKind,
+    /// Links stored (0: the empty server).
+    pub links: u64,
+    /// Redis DBSIZE (the links plus a counter).
+    pub keys: Option<u64>,
+    /// Resident memory of the process (VmRSS).
+    pub rss_bytes: u64,
+    pub rss_empty_bytes: u64,
+    /// Bytes in the data directory (Rush: after a full compaction; Redis: its AOF).
+    pub disk_bytes: u64,
+    pub disk_empty_bytes: u64,
+    /// Redis `INFO memory` used_memory.
+    pub used_memory: Option<u64>,
+    pub used_memory_empty: Option<u64>,
 }
 
 /// The machine the suite ran on.
@@ -230,6 +280,15 @@ pub struct SuiteResults {
     /// rush-bench's Redis side comes to Redis's own C client.
     #[serde(default)]
     pub calibration: Vec<Calibration>,
+    /// Memory and disk per stored link (scaling phase).
+    #[serde(default)]
+    pub footprint: Vec<Footprint>,
+    /// 1-minute load average when the suite ended.
+    #[serde(default)]
+    pub load_average_end: String,
+    /// How long the whole suite ran.
+    #[serde(default)]
+    pub suite_secs: f64,
 }
 
 /// One redis-benchmark figure.
@@ -254,11 +313,20 @@ impl SuiteResults {
 
 /// Run the suite and write the report; returns the results (check
 /// [`SuiteResults::error_count`] and `failures`).
+///
+/// 1. **Every workload on every server**: closed loop at each pipeline, then
+///    open-loop steps (the sweep for sweep workloads; one step at half the
+///    peak for the others, for the latency target).
+/// 2. **Scaling and footprint** (fresh servers, `scale_servers`): links
+///    preloaded to each of `scale_keys` with `links-resolve` run at each and
+///    the memory and disk per link measured; then `lookups` at each size.
+/// 3. **One shard**: rushd restarted with `--shards 1`, every workload once
+///    at the deepest pipeline, to compare with phase 1's rushd.
 pub fn run_suite(
     opts: &SuiteOptions,
     rt: &tokio::runtime::Runtime,
 ) -> anyhow::Result<SuiteResults> {
-    let entries: Vec<_> = if opts.workloads.is_empty() {
+    let entries: Vec<&'static Entry> = if opts.workloads.is_empty() {
         WORKLOADS.iter().collect()
     } else {
         opts.workloads
@@ -269,7 +337,7 @@ pub fn run_suite(
     let data_parent = data_parent(opts.data_dir.as_deref())?;
     install_signal_handler(rt);
     let started = Instant::now();
-    let mut results = SuiteResults {
+    let results = SuiteResults {
         mode: if opts.quick { "quick" } else { "full" }.into(),
         generated: report::utc_now(),
         machine: machine(&data_parent),
@@ -292,13 +360,18 @@ pub fn run_suite(
         duration_secs: opts.duration.as_secs_f64(),
         sweep_secs: opts.sweep_duration.as_secs_f64(),
         keys: opts.keys,
-        dist: opts.dist.to_string(),
+        dist: match opts.dist {
+            Some(d) => d.to_string(),
+            None => "each workload's own".into(),
+        },
         value_size: opts.value_size,
         runs: Vec::new(),
         failures: Vec::new(),
         calibration: Vec::new(),
+        footprint: Vec::new(),
+        load_average_end: String::new(),
+        suite_secs: 0.0,
     };
-
     // Open-loop steps use the deepest pipeline, and its peak.
     let top = opts
         .pipelines
@@ -306,15 +379,101 @@ pub fn run_suite(
         .copied()
         .max()
         .context("no pipeline given")?;
+    let mut suite = Suite {
+        opts,
+        rt,
+        data_parent,
+        top,
+        results,
+    };
     for &kind in &opts.servers {
-        let server = Server::start(kind, opts, &data_parent)
+        suite.every_workload(kind, &entries)?;
+    }
+    if !opts.scale_keys.is_empty() {
+        for &kind in &opts.scale_servers {
+            if opts.servers.contains(&kind) {
+                suite.scaling(kind, &entries)?;
+            }
+        }
+    }
+    if opts.one_shard && opts.servers.contains(&ServerKind::Rush) && opts.shards != Some(1) {
+        suite.one_shard(&entries)?;
+    }
+    let mut results = suite.results;
+    results.load_average_end = load_average();
+    results.suite_secs = started.elapsed().as_secs_f64();
+    eprintln!("suite ran for {:.0}s", results.suite_secs);
+    report::write(&results, &opts.out)?;
+    Ok(results)
+}
+
+/// Which part of the suite a run belongs to (`None`: the main matrix).
+pub const VARIANT_SCALING: &str = "scaling";
+pub const VARIANT_ONE_SHARD: &str = "1-shard";
+
+struct Suite<'a> {
+    opts: &'a SuiteOptions,
+    rt: &'a tokio::runtime::Runtime,
+    data_parent: PathBuf,
+    top: usize,
+    results: SuiteResults,
+}
+
+impl Suite<'_> {
+    /// Run `o` and keep the result (or the failure).
+    fn run(
+        &mut self,
+        entry: &Entry,
+        o: RunOptions,
+        kind: ServerKind,
+        fraction: Option<f64>,
+        variant: Option<&str>,
+    ) -> Option<RunReport> {
+        let what = match (o.rate, variant) {
+            (Some(rate), _) => format!("at {rate:.0}/s"),
+            (None, Some(v)) => format!("({v}, {} keys, pipeline {})", o.params.keys, o.pipeline),
+            (None, None) => format!("(pipeline {})", o.pipeline),
+        };
+        match self.rt.block_on(entry.run(o)) {
+            Ok(r) => {
+                summarize(&r);
+                self.results.runs.push(SuiteRun {
+                    server: kind,
+                    fraction,
+                    report: r.clone(),
+                    variant: variant.map(str::to_string),
+                    load_average: load_average().parse().ok(),
+                });
+                Some(r)
+            }
+            Err(e) => {
+                eprintln!("   failed: {e:#}");
+                self.results.failures.push(format!(
+                    "{} on {} {what}: {e:#}",
+                    entry.name,
+                    kind.label()
+                ));
+                None
+            }
+        }
+    }
+
+    fn start(&self, kind: ServerKind, shards: Option<usize>) -> anyhow::Result<Server> {
+        let server = Server::start(kind, self.opts, shards, &self.data_parent)
             .with_context(|| format!("starting {}", kind.label()))?;
         eprintln!("== {} on {} ==", kind.label(), server.target);
-        for entry in &entries {
+        Ok(server)
+    }
+
+    /// Phase 1: every workload against `kind`.
+    fn every_workload(&mut self, kind: ServerKind, entries: &[&Entry]) -> anyhow::Result<()> {
+        let server = self.start(kind, self.opts.shards)?;
+        let opts = self.opts;
+        for entry in entries {
             let mut loaded = false;
             let mut peak: Option<f64> = None;
             for &pipeline in &opts.pipelines {
-                let mut o = base_options(opts, kind, &server.target, pipeline);
+                let mut o = base_options(opts, kind, &server, pipeline);
                 o.params.preload = entry.reads_preloaded;
                 o.load = entry.reads_preloaded && !loaded;
                 o.stop = Stop::Duration(opts.duration);
@@ -324,32 +483,24 @@ pub fn run_suite(
                     kind.key(),
                     pipeline
                 );
-                match rt.block_on(entry.run(o)) {
-                    Ok(r) => {
-                        loaded |= entry.reads_preloaded;
-                        summarize(&r);
-                        if pipeline == top {
-                            peak = Some(r.throughput);
-                        }
-                        results.runs.push(SuiteRun {
-                            server: kind,
-                            fraction: None,
-                            report: r,
-                        });
+                if let Some(r) = self.run(entry, o, kind, None, None) {
+                    loaded |= entry.reads_preloaded;
+                    if pipeline == self.top {
+                        peak = Some(r.throughput);
                     }
-                    Err(e) => results.failures.push(format!(
-                        "{} on {} (pipeline {pipeline}): {e:#}",
-                        entry.name,
-                        kind.label()
-                    )),
                 }
             }
-            let (Some(peak), true) = (peak, entry.sweep) else {
-                continue;
+            let Some(peak) = peak else { continue };
+            let steps: &[f64] = if entry.sweep {
+                &opts.sweep
+            } else if opts.half_peak {
+                &[0.5]
+            } else {
+                &[]
             };
-            for &f in &opts.sweep {
+            for &f in steps {
                 let rate = (peak * f).max(1.0);
-                let mut o = base_options(opts, kind, &server.target, top);
+                let mut o = base_options(opts, kind, &server, self.top);
                 o.params.preload = entry.reads_preloaded;
                 o.rate = Some(rate);
                 o.stop = Stop::Duration(opts.sweep_duration);
@@ -360,40 +511,139 @@ pub fn run_suite(
                     rate,
                     f * 100.0
                 );
-                match rt.block_on(entry.run(o)) {
-                    Ok(r) => {
-                        summarize(&r);
-                        results.runs.push(SuiteRun {
-                            server: kind,
-                            fraction: Some(f),
-                            report: r,
-                        });
-                    }
-                    Err(e) => results.failures.push(format!(
-                        "{} on {} at {rate:.0}/s: {e:#}",
-                        entry.name,
-                        kind.label()
-                    )),
-                }
+                self.run(entry, o, kind, Some(f), None);
             }
         }
         if opts.calibrate && kind.side() == Side::Redis {
-            calibrate(opts, kind, &server.target, top, &entries, &mut results);
+            calibrate(
+                opts,
+                kind,
+                &server.target,
+                self.top,
+                entries,
+                &mut self.results,
+            );
         }
-        server.stop()?;
+        server.stop()
     }
-    eprintln!("suite ran for {:.0}s", started.elapsed().as_secs_f64());
-    report::write(&results, &opts.out)?;
-    Ok(results)
+
+    /// Phase 2: links-resolve at each size (with the footprint per link),
+    /// then lookups at each size, on a fresh `kind`.
+    fn scaling(&mut self, kind: ServerKind, entries: &[&Entry]) -> anyhow::Result<()> {
+        let opts = self.opts;
+        let wanted = |name: &str| entries.iter().find(|e| e.name == name).copied();
+        let resolve = wanted("links-resolve");
+        let lookups = wanted("lookups");
+        if resolve.is_none() && lookups.is_none() {
+            return Ok(());
+        }
+        let server = self.start(kind, self.opts.shards)?;
+        let empty = self.measure(&server, kind, 0, None)?;
+        let mut sizes = opts.scale_keys.clone();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for (name, entry) in [("links-resolve", resolve), ("lookups", lookups)] {
+            let Some(entry) = entry else { continue };
+            for &keys in &sizes {
+                let mut o = base_options(opts, kind, &server, self.top);
+                o.params.keys = keys;
+                o.params.preload = true;
+                o.load = true;
+                o.stop = Stop::Duration(opts.duration);
+                eprintln!(
+                    "-- {name} · {} · {} keys (scaling)",
+                    kind.key(),
+                    crate::driver::group(keys)
+                );
+                let ran = self.run(entry, o, kind, None, Some(VARIANT_SCALING));
+                if ran.is_some() && name == "links-resolve" {
+                    match self.measure(&server, kind, keys, Some(&empty)) {
+                        Ok(f) => {
+                            eprintln!(
+                                "   footprint: {} links, RSS {:.0} MiB, disk {:.0} MiB{}",
+                                keys,
+                                f.rss_bytes as f64 / 1048576.0,
+                                f.disk_bytes as f64 / 1048576.0,
+                                f.used_memory.map_or(String::new(), |u| format!(
+                                    ", used_memory {:.0} MiB",
+                                    u as f64 / 1048576.0
+                                ))
+                            );
+                            self.results.footprint.push(f);
+                        }
+                        Err(e) => self.results.failures.push(format!(
+                            "footprint of {} at {keys} links: {e:#}",
+                            kind.label()
+                        )),
+                    }
+                }
+            }
+        }
+        server.stop()
+    }
+
+    /// Memory and disk of `server` holding `links` links (after a
+    /// compaction on Rush, so the disk figure is settled data, not WAL and
+    /// memtables).
+    fn measure(
+        &self,
+        server: &Server,
+        kind: ServerKind,
+        links: u64,
+        empty: Option<&Footprint>,
+    ) -> anyhow::Result<Footprint> {
+        let rss_bytes = rss_of(server.child.id())?;
+        let (used_memory, keys) = match kind.side() {
+            Side::Redis => {
+                let (used, keys) = self.rt.block_on(redis_memory(&server.target))?;
+                (Some(used), Some(keys))
+            }
+            Side::Rush => {
+                self.rt.block_on(async {
+                    let c = rush_client::Client::connect(&server.target.addr).await?;
+                    c.compact().await?;
+                    anyhow::Ok(())
+                })?;
+                (None, None)
+            }
+        };
+        Ok(Footprint {
+            server: kind,
+            links,
+            keys,
+            rss_bytes,
+            rss_empty_bytes: empty.map_or(rss_bytes, |e| e.rss_bytes),
+            disk_bytes: dir_bytes(server.dir.path()),
+            disk_empty_bytes: empty.map_or(0, |e| e.disk_bytes),
+            used_memory,
+            used_memory_empty: empty.and_then(|e| e.used_memory).or(used_memory),
+        })
+    }
+
+    /// Phase 3: every workload once on a one-shard rushd.
+    fn one_shard(&mut self, entries: &[&Entry]) -> anyhow::Result<()> {
+        let kind = ServerKind::Rush;
+        let server = self.start(kind, Some(1))?;
+        let opts = self.opts;
+        for entry in entries {
+            let mut o = base_options(opts, kind, &server, self.top);
+            o.params.preload = entry.reads_preloaded;
+            o.load = entry.reads_preloaded;
+            o.stop = Stop::Duration(opts.duration);
+            eprintln!("-- {} · rush · 1 shard", entry.name);
+            self.run(entry, o, kind, None, Some(VARIANT_ONE_SHARD));
+        }
+        server.stop()
+    }
 }
 
 fn base_options(
     opts: &SuiteOptions,
     kind: ServerKind,
-    target: &Target,
+    server: &Server,
     pipeline: usize,
 ) -> RunOptions {
-    let mut o = RunOptions::new(target.clone());
+    let mut o = RunOptions::new(server.target.clone());
     o.connections = opts.connections;
     o.pipeline = pipeline;
     o.params = Params {
@@ -401,10 +651,13 @@ fn base_options(
         dist: opts.dist,
         value_size: opts.value_size,
         preload: false,
+        ..Params::default()
     };
     o.progress = true;
     o.label = Some(kind.label().into());
     o.durability = Some(kind.durability().into());
+    o.metrics = server.http.iter().cloned().collect();
+    o.server_pid = Some(server.child.id());
     o
 }
 
@@ -519,19 +772,26 @@ fn calibrate(
 struct Server {
     child: Child,
     target: Target,
+    /// rushd's HTTP listener (`/metrics`).
+    http: Option<String>,
     name: &'static str,
     /// Removed when the server is dropped (after the process is gone).
     dir: tempfile::TempDir,
 }
 
 impl Server {
-    fn start(kind: ServerKind, opts: &SuiteOptions, data_parent: &Path) -> anyhow::Result<Server> {
+    fn start(
+        kind: ServerKind,
+        opts: &SuiteOptions,
+        shards: Option<usize>,
+        data_parent: &Path,
+    ) -> anyhow::Result<Server> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("rush-bench-{}-", kind.key()))
             .tempdir_in(data_parent)
             .context("creating a data directory")?;
         let server = match kind {
-            ServerKind::Rush => start_rushd(&opts.rushd, opts.shards, dir),
+            ServerKind::Rush => start_rushd(&opts.rushd, shards, dir),
             ServerKind::RedisEverysec => start_redis(&opts.redis_server, "everysec", dir),
             ServerKind::RedisAlways => start_redis(&opts.redis_server, "always", dir),
         }?;
@@ -598,7 +858,7 @@ fn start_rushd(
         "--listen",
         "127.0.0.1:0",
         "--http",
-        "",
+        "127.0.0.1:0",
         "--log",
         "warn",
         "--data",
@@ -641,9 +901,14 @@ fn start_rushd(
     let target: Target = format!("rush://{}", parts[2])
         .parse()
         .map_err(|e: String| anyhow::anyhow!(e))?;
+    let http = match (parts.get(3), parts.get(4)) {
+        (Some(&"http"), Some(a)) if *a != "off" => Some(a.to_string()),
+        _ => None,
+    };
     Ok(Server {
         child,
         target,
+        http,
         name: "rushd",
         dir,
     })
@@ -701,6 +966,7 @@ fn start_redis(bin: &Path, fsync: &str, dir: tempfile::TempDir) -> anyhow::Resul
         target: format!("redis://{addr}")
             .parse()
             .map_err(|e: String| anyhow::anyhow!(e))?,
+        http: None,
         name: "redis-server",
         dir,
     })
@@ -749,6 +1015,58 @@ fn profile_of(bin: &Path) -> String {
     } else {
         "unknown".into()
     }
+}
+
+// ── footprint ───────────────────────────────────────────────────────────
+
+/// Resident memory of process `pid` (VmRSS), bytes.
+fn rss_of(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|kib| kib.parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .context("no VmRSS line")
+}
+
+/// Bytes of every file under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Redis `INFO memory` used_memory and DBSIZE.
+async fn redis_memory(target: &Target) -> anyhow::Result<(u64, u64)> {
+    let client = redis::Client::open(format!("redis://{}/", target.addr))?;
+    let mut c = client.get_multiplexed_async_connection().await?;
+    let info: String = redis::cmd("INFO").arg("memory").query_async(&mut c).await?;
+    let used = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .context("INFO memory has no used_memory")?;
+    let keys: u64 = redis::cmd("DBSIZE").query_async(&mut c).await?;
+    Ok((used, keys))
+}
+
+/// The 1-minute load average now.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_default()
 }
 
 // ── the machine ─────────────────────────────────────────────────────────
@@ -816,10 +1134,7 @@ pub fn machine(data_parent: &Path) -> Machine {
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_default(),
-        load_average: std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|s| s.split_whitespace().next().map(str::to_string))
-            .unwrap_or_default(),
+        load_average: load_average(),
         data_fs: fs_type(data_parent),
     }
 }

@@ -1,9 +1,13 @@
 //! Where a run sends its requests: `rush://HOST:PORT` or `redis://HOST:PORT`,
-//! and how one benchmark connection to each is opened.
+//! and how one benchmark connection to each is opened. A Rush cluster is
+//! `rush://A,B,C` (or `--target` given once per node): the bench then uses
+//! rush-client's routing `Client` (it loads the cluster map from a node and
+//! sends each request to the node serving its slot) instead of one node's
+//! `Connection`.
 
 use crate::workload::{RedisConn, RushConn};
 use anyhow::{bail, Context};
-use rush_client::Connection;
+use rush_client::{Client, ClientOptions, Connection};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -28,8 +32,44 @@ impl Side {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub side: Side,
-    /// `host:port`.
+    /// `host:port` of the (first) node.
     pub addr: String,
+    /// Every node named, `addr` first. More than one: a Rush cluster.
+    pub nodes: Vec<String>,
+}
+
+impl Target {
+    /// True when requests go through the routing client (a Rush cluster).
+    pub fn is_cluster(&self) -> bool {
+        self.nodes.len() > 1
+    }
+
+    /// One target naming every node of `targets` (all of one side):
+    /// `--target` given several times.
+    pub fn merge(targets: &[Target]) -> Result<Target, String> {
+        let Some(first) = targets.first() else {
+            return Err("no target given".into());
+        };
+        let mut nodes: Vec<String> = Vec::new();
+        for t in targets {
+            if t.side != first.side {
+                return Err("targets must all be rush:// or all redis://".into());
+            }
+            for n in &t.nodes {
+                if !nodes.contains(n) {
+                    nodes.push(n.clone());
+                }
+            }
+        }
+        if first.side == Side::Redis && nodes.len() > 1 {
+            return Err("one redis:// target only (Redis Cluster is not supported)".into());
+        }
+        Ok(Target {
+            side: first.side,
+            addr: nodes[0].clone(),
+            nodes,
+        })
+    }
 }
 
 impl FromStr for Target {
@@ -42,24 +82,35 @@ impl FromStr for Target {
             (Side::Redis, r)
         } else {
             return Err(format!(
-                "target {s:?} must be rush://HOST:PORT or redis://HOST:PORT"
+                "target {s:?} must be rush://HOST:PORT[,HOST:PORT…] or redis://HOST:PORT"
             ));
         };
-        let addr = rest.trim_end_matches('/');
-        match addr.rsplit_once(':') {
-            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
-            _ => return Err(format!("target {s:?}: expected HOST:PORT after the scheme")),
+        let mut nodes = Vec::new();
+        for addr in rest.trim_end_matches('/').split(',') {
+            match addr.rsplit_once(':') {
+                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
+                _ => return Err(format!("target {s:?}: expected HOST:PORT after the scheme")),
+            }
+            if !nodes.iter().any(|n| n == addr) {
+                nodes.push(addr.to_string());
+            }
+        }
+        if side == Side::Redis && nodes.len() > 1 {
+            return Err(format!(
+                "target {s:?}: one Redis node only (Redis Cluster is not supported)"
+            ));
         }
         Ok(Target {
             side,
-            addr: addr.to_string(),
+            addr: nodes[0].clone(),
+            nodes,
         })
     }
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}://{}", self.side.name(), self.addr)
+        write!(f, "{}://{}", self.side.name(), self.nodes.join(","))
     }
 }
 
@@ -96,6 +147,35 @@ impl Target {
     /// Open one connection, ready for requests.
     pub async fn connect(&self, timeout: Duration) -> anyhow::Result<Conn> {
         match self.side {
+            Side::Rush if self.is_cluster() => {
+                // The first node that answers is the seed; the client loads
+                // the map from it and connects to the others as requests need.
+                let opts = ClientOptions {
+                    client_name: "rush-bench".into(),
+                    connect_timeout: timeout,
+                    request_timeout: timeout,
+                    // A bench reports failures; it doesn't hide them behind
+                    // retries. (MOVED and ASK are still followed: routing.)
+                    retry_deadline: Duration::ZERO,
+                    ..ClientOptions::default()
+                };
+                let mut last = None;
+                for seed in &self.nodes {
+                    match Client::connect_with(seed, opts.clone()).await {
+                        Ok(c) => {
+                            if c.cluster_map().is_none() {
+                                bail!("{self}: {seed} runs no cluster map (one node? name one address)");
+                            }
+                            return Ok(Conn::Rush(RushConn::cluster(c, timeout)));
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Err(anyhow::anyhow!(
+                    "connecting to {self}: {}",
+                    last.map_or("no node".into(), |e| e.to_string())
+                ))
+            }
             Side::Rush => {
                 let c = Connection::connect(&self.addr, timeout)
                     .await
@@ -110,7 +190,7 @@ impl Target {
                 c.call(&hello, timeout)
                     .await
                     .with_context(|| format!("HELLO to {self}"))?;
-                Ok(Conn::Rush(RushConn { conn: c, timeout }))
+                Ok(Conn::Rush(RushConn::node(c, timeout)))
             }
             Side::Redis => {
                 let client = redis::Client::open(format!("redis://{}/", self.addr))
@@ -155,5 +235,22 @@ mod tests {
         assert!("rush://nohost".parse::<Target>().is_err());
         assert!("rush://:80".parse::<Target>().is_err());
         assert!("redis://h:99999".parse::<Target>().is_err());
+    }
+
+    #[test]
+    fn parses_clusters() {
+        let t: Target = "rush://a:1,b:2,a:1".parse().unwrap();
+        assert!(t.is_cluster());
+        assert_eq!(t.addr, "a:1");
+        assert_eq!(t.nodes, vec!["a:1", "b:2"]);
+        assert_eq!(t.to_string(), "rush://a:1,b:2");
+        let one: Target = "rush://c:3".parse().unwrap();
+        assert!(!one.is_cluster());
+        let m = Target::merge(&[t.clone(), one]).unwrap();
+        assert_eq!(m.nodes, vec!["a:1", "b:2", "c:3"]);
+        assert!("rush://a:1,".parse::<Target>().is_err());
+        assert!("redis://a:1,b:2".parse::<Target>().is_err());
+        let r: Target = "redis://a:1".parse().unwrap();
+        assert!(Target::merge(&[t, r]).is_err());
     }
 }

@@ -18,48 +18,112 @@ use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use rush_client::ClientError;
 use rush_protocol::Command;
+use std::any::Any;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What every workload is built from (the command line's data options).
 #[derive(Debug, Clone)]
 pub struct Params {
-    /// Size of the key space (`--keys`).
+    /// Size of the key space (`--keys`): keys, links, owners, users.
     pub keys: u64,
-    /// Which keys requests touch (`--dist`).
-    pub dist: Dist,
+    /// Which keys requests touch (`--dist`); `None` = the workload's own
+    /// ([`Workload::DIST`]). The driver fills it in before
+    /// [`Workload::new`], so workloads read [`Params::dist`].
+    pub dist: Option<Dist>,
     /// Bytes per written value (`--value-size`, 100 as in redis-benchmark).
     pub value_size: usize,
     /// The data this workload reads is there (loaded by `--preload` in this
     /// run or an earlier one), so a missing item is an error, not a miss.
     pub preload: bool,
+    /// Set by the driver: the target (`rush://…`). Names what a preload left
+    /// on that server for later runs in this process (see [`remember`]).
+    pub target: String,
+    /// Set by the driver: at most how many operations this run sends, so a
+    /// workload that uses data up (envelope shares) can prepare enough.
+    pub max_ops: u64,
 }
 
 impl Default for Params {
     fn default() -> Self {
         Params {
             keys: 100_000,
-            dist: Dist::Uniform,
+            dist: None,
             value_size: 100,
             preload: false,
+            target: String::new(),
+            max_ops: 0,
         }
     }
 }
 
-/// A Rush connection with the run's request timeout.
+impl Params {
+    /// The distribution in force (the driver has filled in the workload's).
+    pub fn dist(&self) -> Dist {
+        self.dist.unwrap_or(Dist::Uniform)
+    }
+}
+
+/// A Rush connection with the run's request timeout: one node's
+/// multiplexed [`rush_client::Connection`], or — against a cluster — a
+/// [`rush_client::Client`] that loads the map and routes each request to
+/// the node serving its slot (one connection per node, multiplexed).
 #[derive(Clone)]
 pub struct RushConn {
-    pub conn: rush_client::Connection,
+    link: RushLink,
     pub timeout: Duration,
 }
 
+#[derive(Clone)]
+enum RushLink {
+    Node(rush_client::Connection),
+    Cluster(rush_client::Client),
+}
+
 impl RushConn {
+    pub fn node(conn: rush_client::Connection, timeout: Duration) -> RushConn {
+        RushConn {
+            link: RushLink::Node(conn),
+            timeout,
+        }
+    }
+
+    pub fn cluster(client: rush_client::Client, timeout: Duration) -> RushConn {
+        RushConn {
+            link: RushLink::Cluster(client),
+            timeout,
+        }
+    }
+
+    /// The routing client, when this connection is to a cluster.
+    pub fn client(&self) -> Option<&rush_client::Client> {
+        match &self.link {
+            RushLink::Cluster(c) => Some(c),
+            RushLink::Node(_) => None,
+        }
+    }
+
     /// One request, one answer (pipelined with the connection's other lanes).
     #[inline]
     pub async fn call<C: Command>(&self, cmd: &C) -> Result<C::Reply, OpError> {
-        Ok(self.conn.call(cmd, self.timeout).await?)
+        Ok(self.request(cmd).await?)
+    }
+
+    /// The same, with the client's typed error (to tell a normal refusal —
+    /// LIMITED, EMPTY — from a failure).
+    #[inline]
+    pub async fn request<C: Command>(&self, cmd: &C) -> Result<C::Reply, ClientError> {
+        match &self.link {
+            RushLink::Node(c) => c.call(cmd, self.timeout).await,
+            // `Client::call` takes the request by value (it may broadcast
+            // it); a clone is reference counts plus the odd short string.
+            RushLink::Cluster(c) => c.call(cmd.clone()).await,
+        }
     }
 }
 
@@ -81,6 +145,14 @@ pub trait Workload: Sized + Send + Sync + 'static {
     const READS_PRELOADED: bool = false;
     /// The suite also measures this workload's latency against offered load.
     const SWEEP: bool = false;
+    /// The key distribution when `--dist` doesn't say (e.g. zipf popularity
+    /// for link resolves).
+    const DIST: Dist = Dist::Uniform;
+    /// Prometheus series of rushd whose change over the run is reported
+    /// (when the run knows the nodes' `/metrics`): e.g. storage reads.
+    /// Counters (`…_total`) are reported as the increase during the run,
+    /// anything else as its value at the end.
+    const RUSH_METRICS: &'static [&'static str] = &[];
 
     /// Per-lane state.
     type Lane: Send + 'static;
@@ -106,6 +178,18 @@ pub trait Workload: Sized + Send + Sync + 'static {
         async { Ok(0) }
     }
 
+    /// Prepare one run against Rush, after any preload and before the
+    /// clock starts; runs every time (a policy to set, envelopes to create
+    /// for this run's grabbers). Lanes are made after it.
+    fn setup_rush(&self, _conns: &[RushConn]) -> impl Future<Output = anyhow::Result<()>> + Send {
+        async { Ok(()) }
+    }
+
+    /// Prepare one run against Redis (scripts to load, envelopes to create).
+    fn setup_redis(&self, _conns: &[RedisConn]) -> impl Future<Output = anyhow::Result<()>> + Send {
+        async { Ok(()) }
+    }
+
     /// One operation against Rush.
     fn rush(
         &self,
@@ -129,6 +213,8 @@ pub struct Entry {
     pub about: &'static str,
     pub reads_preloaded: bool,
     pub sweep: bool,
+    pub dist: Dist,
+    pub rush_metrics: &'static [&'static str],
     run: fn(RunOptions) -> RunFuture,
 }
 
@@ -139,6 +225,8 @@ impl Entry {
             about: W::ABOUT,
             reads_preloaded: W::READS_PRELOADED,
             sweep: W::SWEEP,
+            dist: W::DIST,
+            rush_metrics: W::RUSH_METRICS,
             run: run_boxed::<W>,
         }
     }
@@ -159,6 +247,13 @@ pub static WORKLOADS: &[Entry] = &[
     Entry::of::<crate::workloads::kv_set::KvSet>(),
     Entry::of::<crate::workloads::kv_get::KvGet>(),
     Entry::of::<crate::workloads::kv_incr::KvIncr>(),
+    Entry::of::<crate::workloads::links_shorten::LinksShorten>(),
+    Entry::of::<crate::workloads::links_resolve::LinksResolve>(),
+    Entry::of::<crate::workloads::limits::Limits>(),
+    Entry::of::<crate::workloads::lookups::Lookups>(),
+    Entry::of::<crate::workloads::lookups::LookupsZipf>(),
+    Entry::of::<crate::workloads::envelopes::Envelopes>(),
+    Entry::of::<crate::workloads::mixed::Mixed>(),
 ];
 
 /// The workload called `name`.
@@ -181,7 +276,7 @@ impl KeyPicker {
         KeyPicker {
             // Distinct, fixed seeds: a rerun draws the same keys.
             rng: SmallRng::seed_from_u64(0x5eed_0000 ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-            sampler: KeySampler::new(params.dist, params.keys),
+            sampler: KeySampler::new(params.dist(), params.keys),
             buf: Vec::with_capacity(32),
         }
     }
@@ -258,6 +353,48 @@ where
     Ok(n)
 }
 
+/// Like [`rush_bulk`] for requests `make(from..to)`, keeping every answer
+/// in order (codes or ids the server issued).
+pub async fn rush_bulk_collect<C, F>(
+    conns: &[RushConn],
+    from: u64,
+    to: u64,
+    make: F,
+) -> anyhow::Result<Vec<C::Reply>>
+where
+    C: Command + Send + Sync,
+    C::Reply: Send,
+    F: Fn(u64) -> C + Send + Sync,
+{
+    let count = conns.len().max(1) as u64;
+    let make = &make;
+    let per_conn = conns.iter().enumerate().map(|(j, conn)| async move {
+        let mut next = from + j as u64;
+        let mut inflight = FuturesUnordered::new();
+        let mut got = Vec::new();
+        loop {
+            while inflight.len() < PRELOAD_DEPTH_RUSH && next < to {
+                let i = next;
+                let cmd = make(i);
+                next += count;
+                inflight.push(async move { conn.call(&cmd).await.map(|r| (i, r)) });
+            }
+            match inflight.next().await {
+                Some(Ok(pair)) => got.push(pair),
+                Some(Err(e)) => anyhow::bail!("preload: {}: {}", e.kind, e.message),
+                None => return Ok(got),
+            }
+        }
+    });
+    let mut all: Vec<(u64, C::Reply)> = futures_util::future::try_join_all(per_conn)
+        .await?
+        .into_iter()
+        .flatten()
+        .collect();
+    all.sort_unstable_by_key(|(i, _)| *i);
+    Ok(all.into_iter().map(|(_, r)| r).collect())
+}
+
 /// Add commands for items `0..n` to Redis pipelines (`add(i, pipe)`),
 /// [`PRELOAD_BATCH_REDIS`] per round trip, spread over `conns`.
 pub async fn redis_bulk<F>(conns: &[RedisConn], n: u64, add: F) -> anyhow::Result<u64>
@@ -292,9 +429,78 @@ where
     Ok(n)
 }
 
+/// Like [`redis_bulk`] for items `from..to`.
+pub async fn redis_bulk_range<F>(
+    conns: &[RedisConn],
+    from: u64,
+    to: u64,
+    add: F,
+) -> anyhow::Result<u64>
+where
+    F: Fn(u64, &mut redis::Pipeline) + Send + Sync,
+{
+    redis_bulk(conns, to.saturating_sub(from), |i, pipe| {
+        add(from + i, pipe)
+    })
+    .await
+}
+
+// ── what preloads left behind ───────────────────────────────────────────
+
+/// Data a preload made that later runs in this process need and cannot
+/// derive again: the codes a node issued, which ranges of ids were loaded.
+/// Keyed by workload data set and target, so the suite's later runs against
+/// the same server (other pipelines, open-loop steps, a bigger key count)
+/// find it, and a preload only adds what is missing.
+static PRELOADED: Mutex<Option<HashMap<String, Arc<dyn Any + Send + Sync>>>> = Mutex::new(None);
+
+/// Keep `value` under `key` for later runs in this process.
+pub fn remember<T: Any + Send + Sync>(key: &str, value: Arc<T>) {
+    PRELOADED
+        .lock()
+        .expect("not poisoned")
+        .get_or_insert_with(HashMap::new)
+        .insert(key.to_string(), value);
+}
+
+/// What [`remember`] kept under `key`, if it is a `T`.
+pub fn recall<T: Any + Send + Sync>(key: &str) -> Option<Arc<T>> {
+    let any = PRELOADED
+        .lock()
+        .expect("not poisoned")
+        .as_ref()?
+        .get(key)?
+        .clone();
+    any.downcast::<T>().ok()
+}
+
+/// A tag unique to this workload instance (time and a counter), for names
+/// one run must not share with another: order ids, envelope senders.
+pub fn run_nonce() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    format!(
+        "{:x}{:x}",
+        secs & 0xff_ffff_ffff,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn preloaded_data_is_recalled_by_type() {
+        remember("test:a", Arc::new(7u64));
+        assert_eq!(recall::<u64>("test:a").as_deref(), Some(&7));
+        assert!(recall::<String>("test:a").is_none());
+        assert!(recall::<u64>("test:b").is_none());
+        assert_ne!(run_nonce(), run_nonce());
+    }
 
     #[test]
     fn keys_look_like_redis_benchmark() {

@@ -28,6 +28,7 @@ fn run(server: ServerKind, workload: &str, throughput: f64, rate: Option<f64>) -
             preload_secs: 0.0,
             ok: throughput as u64 * 3,
             misses: 0,
+            denied: 0,
             errors: 0,
             error_types: BTreeMap::new(),
             elapsed_secs: 3.0,
@@ -41,7 +42,12 @@ fn run(server: ServerKind, workload: &str, throughput: f64, rate: Option<f64>) -
                 p999_us: p99 * 2.0,
                 max_us: p99 * 3.0,
             },
+            server_metrics: BTreeMap::new(),
+            server_cpu_secs: Some(1.5),
+            client_cpu_secs: Some(2.0),
         },
+        variant: None,
+        load_average: Some(1.5),
     }
 }
 
@@ -101,6 +107,9 @@ fn results() -> SuiteResults {
             p50_ms: 1.0,
             p99_ms: 2.0,
         }],
+        footprint: Vec::new(),
+        load_average_end: "2.5".into(),
+        suite_secs: 90.0,
     }
 }
 

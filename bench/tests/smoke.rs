@@ -36,7 +36,14 @@ async fn every_workload_runs_clean_against_rush() {
         assert_eq!(r.side, "rush");
         assert_eq!(r.mode, "closed");
         if e.reads_preloaded {
-            assert_eq!(r.preloaded, KEYS, "{}", e.name);
+            // Loaded now, or found loaded by a workload that shares the
+            // data (lookups-zipf and mixed after lookups and links-resolve).
+            assert!(
+                r.preloaded == KEYS || r.preloaded == 0,
+                "{}: {}",
+                e.name,
+                r.preloaded
+            );
         }
     }
 

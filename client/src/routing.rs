@@ -12,7 +12,7 @@
 //! CLOCK_ADVANCE, audits, refunds…) go to every node of the cluster, and
 //! the answers are merged here ([`merge`]).
 
-use rush_protocol::cmd::{ClusterSlotsReply, EnvelopeRefundsReply, Refund};
+use rush_protocol::cmd::{ClusterSlotsReply, EnvelopeRefundsReply};
 use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, SLOTS};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
@@ -246,15 +246,7 @@ pub(crate) fn merge(req: &Request, replies: Vec<Reply>) -> Result<Reply, RushErr
                 let Reply::EnvelopeAudit(a) = r else {
                     return Err(bad());
                 };
-                all.envelopes += a.envelopes;
-                all.grabs += a.grabs;
-                all.open += a.open;
-                all.in_flight_cents += a.in_flight_cents;
-                all.refunded += a.refunded;
-                all.problem_count += a.problem_count;
-                let room =
-                    rush_protocol::limits::MAX_AUDIT_PROBLEMS.saturating_sub(all.problems.len());
-                all.problems.extend(a.problems.into_iter().take(room));
+                all.absorb(a);
             }
             Reply::EnvelopeAudit(all)
         }
@@ -269,46 +261,19 @@ pub(crate) fn merge(req: &Request, replies: Vec<Reply>) -> Result<Reply, RushErr
                 };
                 parts.push(x);
             }
-            Reply::EnvelopeRefunds(merge_refunds(parts, r.limit as usize))
+            // Nodes' clocks differ: refunds of a node whose clock runs ahead
+            // wait for the slowest node's bound. A refund read on one node
+            // but not acknowledged before its slot moved is delivered again
+            // by the new owner (at least once, as always: the envelope id is
+            // the payment's idempotency key).
+            Reply::EnvelopeRefunds(
+                EnvelopeRefundsReply::merge(parts, r.limit as usize).ok_or_else(bad)?,
+            )
         }
         // Anything else that runs on every shard: the nodes agree (or
         // the first answer is as good as any).
         (_, first) => first,
     })
-}
-
-/// The cluster's refund stream is the nodes' streams merged by position
-/// `(stamp, id)`, up to the lowest bound any node is complete to — the same
-/// rule a node applies to its shards. That bound is the next cursor: every
-/// node promises never to stamp a refund below it again (including refunds
-/// of a slot that moves to it, which it re-stamps), so one cursor serves
-/// the whole cluster, and acknowledging it removes exactly what was read on
-/// every node. A refund read on one node but not acknowledged before its
-/// slot moved is delivered again by the new owner (at least once, as
-/// always: the envelope id is the payment's idempotency key). Nodes' clocks
-/// differ: refunds of a node whose clock runs ahead wait for the slowest
-/// node's bound.
-fn merge_refunds(parts: Vec<EnvelopeRefundsReply>, limit: usize) -> EnvelopeRefundsReply {
-    let bound = parts.iter().map(|p| p.next).min().unwrap_or_default();
-    let mut more = parts.iter().any(|p| p.more);
-    let mut refunds: Vec<Refund> = parts
-        .into_iter()
-        .flat_map(|p| p.refunds)
-        .filter(|r| r.cursor <= bound)
-        .collect();
-    refunds.sort_unstable_by_key(|r| r.cursor);
-    let next = if refunds.len() > limit {
-        refunds.truncate(limit);
-        more = true;
-        refunds.last().map(|r| r.cursor).unwrap_or(bound)
-    } else {
-        bound
-    };
-    EnvelopeRefundsReply {
-        refunds,
-        next,
-        more,
-    }
 }
 
 /// Whether an error says the request was certainly not applied and the
@@ -326,7 +291,7 @@ pub(crate) fn redirect(e: &RushError) -> Option<(ErrorCode, u16, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rush_protocol::cmd::{EnvelopeRefunds, RefundCursor};
+    use rush_protocol::cmd::{EnvelopeRefunds, Refund, RefundCursor};
 
     fn refund(stamp: u64, id: u64) -> Refund {
         Refund {

@@ -1,60 +1,9 @@
 //! The `rush` command line against a real node.
 
-use rush_daemon::{Clock, Config};
+mod common;
+
+use common::node;
 use std::process::Command;
-
-struct Node {
-    _dir: tempfile::TempDir,
-    running: Option<rush_daemon::Running>,
-}
-
-async fn node() -> Node {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = Config::default();
-    c.server.listen = "127.0.0.1:0".into();
-    c.server.http = String::new();
-    c.storage.data_dir = dir.path().to_path_buf();
-    c.storage.shards = 2;
-    c.storage.block_cache_mb = 16;
-    let running = rush_daemon::start(c, Clock::system()).await.unwrap();
-    Node {
-        _dir: dir,
-        running: Some(running),
-    }
-}
-
-impl Node {
-    /// Run `rush --addr NODE args…` on a blocking thread: (exit code, stdout, stderr).
-    async fn rush(&self, args: &[&str]) -> (i32, String, String) {
-        let addr = self.running.as_ref().unwrap().addr().to_string();
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        tokio::task::spawn_blocking(move || {
-            let out = Command::new(env!("CARGO_BIN_EXE_rush"))
-                .arg("--addr")
-                .arg(addr)
-                .args(&args)
-                .output()
-                .unwrap();
-            (
-                out.status.code().unwrap_or(-1),
-                String::from_utf8_lossy(&out.stdout).into_owned(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
-        })
-        .await
-        .unwrap()
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let (code, out, err) = self.rush(args).await;
-        assert_eq!(code, 0, "rush {args:?} failed: {err}");
-        out
-    }
-
-    async fn stop(mut self) {
-        self.running.take().unwrap().shutdown().await.unwrap();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_commands() {
@@ -96,13 +45,13 @@ async fn key_commands() {
 async fn errors_exit_non_zero() {
     let n = node().await;
     n.ok(&["hset", "h", "f", "v"]).await;
-    let (code, _, err) = n.rush(&["get", "h"]).await;
+    let (code, _, err) = n.rush(&["get", "h"]).await.parts();
     assert_eq!(code, 1);
     assert!(err.contains("WRONG_TYPE"), "{err}");
-    let (code, _, err) = n.rush(&["set", "k", "v", "--ttl", "soon"]).await;
+    let (code, _, err) = n.rush(&["set", "k", "v", "--ttl", "soon"]).await.parts();
     assert_eq!(code, 1);
     assert!(err.contains("duration"), "{err}");
-    let (code, _, _) = n.rush(&["hset", "h", "odd"]).await;
+    let (code, _, _) = n.rush(&["hset", "h", "odd"]).await.parts();
     assert_ne!(code, 0);
     n.stop().await;
 }

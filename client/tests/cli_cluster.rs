@@ -1,65 +1,9 @@
 //! `rush cluster …` and `rush --addr ANY_NODE …` against a real two-node
 //! cluster (in-process nodes).
 
-use rush_daemon::{Clock, Config};
-use std::process::Command;
+mod common;
 
-struct Node {
-    _dir: tempfile::TempDir,
-    running: Option<rush_daemon::Running>,
-}
-
-async fn node() -> Node {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = Config::default();
-    c.server.listen = "127.0.0.1:0".into();
-    c.server.http = String::new();
-    c.storage.data_dir = dir.path().to_path_buf();
-    c.storage.shards = 2;
-    c.storage.block_cache_mb = 16;
-    let running = rush_daemon::start(c, Clock::system()).await.unwrap();
-    Node {
-        _dir: dir,
-        running: Some(running),
-    }
-}
-
-impl Node {
-    fn addr(&self) -> String {
-        self.running.as_ref().unwrap().addr().to_string()
-    }
-
-    async fn stop(mut self) {
-        self.running.take().unwrap().shutdown().await.unwrap();
-    }
-}
-
-/// `rush --addr ADDR args…`: (exit code, stdout, stderr).
-async fn rush(addr: &str, args: &[&str]) -> (i32, String, String) {
-    let addr = addr.to_string();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::new(env!("CARGO_BIN_EXE_rush"))
-            .arg("--addr")
-            .arg(addr)
-            .args(&args)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    })
-    .await
-    .unwrap()
-}
-
-async fn ok(addr: &str, args: &[&str]) -> String {
-    let (code, out, err) = rush(addr, args).await;
-    assert_eq!(code, 0, "rush {args:?} failed: {err}");
-    out
-}
+use common::{node, ok};
 
 /// A key whose slot is in `slots`.
 fn key_in(prefix: &str, slots: std::ops::Range<u16>) -> String {
@@ -84,7 +28,9 @@ async fn cluster_commands_and_routing() {
         "{out}"
     );
     // Again: refused without --replace (exit 1, nothing changed).
-    let (code, _, err) = rush(&aa, &["cluster", "create", &aa, &ba]).await;
+    let (code, _, err) = common::rush(&aa, &["cluster", "create", &aa, &ba])
+        .await
+        .parts();
     assert_eq!(code, 1);
     assert!(err.contains("--replace"), "{err}");
 
@@ -119,7 +65,9 @@ async fn cluster_commands_and_routing() {
     );
     assert_eq!(ok(&aa, &["get", &on_a]).await, "from-b\n");
     // Bad slot specs are refused before anything moves.
-    let (code, _, err) = rush(&aa, &["cluster", "migrate", "9-3", "--to", &b_id]).await;
+    let (code, _, err) = common::rush(&aa, &["cluster", "migrate", "9-3", "--to", &b_id])
+        .await
+        .parts();
     assert_eq!(code, 1, "{err}");
 
     // The map as a file, with a newer epoch, applied to every node.
@@ -136,7 +84,9 @@ async fn cluster_commands_and_routing() {
     );
     // Applying an older map fails on every node, and says so.
     std::fs::write(&file, toml).unwrap();
-    let (code, out, _) = rush(&aa, &["cluster", "apply", file.to_str().unwrap()]).await;
+    let (code, out, _) = common::rush(&aa, &["cluster", "apply", file.to_str().unwrap()])
+        .await
+        .parts();
     assert_eq!(code, 1);
     assert!(out.contains("CONFLICT"), "{out}");
     assert!(ok(&ba, &["cluster", "slots"])

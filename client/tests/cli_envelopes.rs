@@ -1,49 +1,24 @@
 //! `rush envelope …` against an in-process node: output and exit codes.
 
+mod common;
+
 use rush_client::Client;
-use rush_daemon::{Clock, Config, Running};
-use std::process::Command;
 use std::time::Duration;
 
 struct Node {
-    _dir: tempfile::TempDir,
-    running: Running,
+    node: common::Node,
     client: Client,
 }
 
 async fn start() -> Node {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = Config::default();
-    c.server.listen = "127.0.0.1:0".into();
-    c.server.http = String::new();
-    c.storage.data_dir = dir.path().to_path_buf();
-    c.storage.shards = 2;
-    c.storage.block_cache_mb = 16;
-    c.storage.write_buffer_mb = 8;
-    c.debug.clock_control = true;
-    let running = rush_daemon::start(c, Clock::system()).await.unwrap();
-    let client = Client::connect(&running.addr().to_string()).await.unwrap();
-    Node {
-        _dir: dir,
-        running,
-        client,
-    }
+    let node = common::node().await;
+    let client = Client::connect(&node.addr()).await.unwrap();
+    Node { node, client }
 }
 
 /// Run `rush --addr ADDR args…`: (exit code, stdout, stderr).
 async fn rush(node: &Node, args: &[&str]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rush"));
-    cmd.arg("--addr")
-        .arg(node.running.addr().to_string())
-        .args(args);
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    node.node.rush(args).await.parts()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,7 +132,7 @@ async fn create_grab_info_refunds_audit() {
 
     // Books that are off: the audit says so and exits 3.
     let id: u64 = id.parse().unwrap();
-    let storage = node.running.storage().clone();
+    let storage = node.node.running().storage().clone();
     let (slot, day) = (
         rush_client::protocol::cmd::envelope_slot(id),
         rush_client::protocol::cmd::envelope_day(id),
@@ -173,5 +148,5 @@ async fn create_grab_info_refunds_audit() {
     let (code, out, _) = rush(&node, &["envelope", "audit"]).await;
     assert_eq!(code, 3, "{out}");
     assert!(out.contains("problem: envelope"), "{out}");
-    node.running.shutdown().await.unwrap();
+    node.node.stop().await;
 }

@@ -1,47 +1,18 @@
 //! `rush limit …` against a real in-process daemon: output and exit codes
 //! (0 allowed, 2 limited, 1 error).
 
-use rush_daemon::{Clock, Config};
-use std::process::Command;
+mod common;
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-async fn rush(addr: String, args: &[&str]) -> Out {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::new(env!("CARGO_BIN_EXE_rush"))
-            .arg("--addr")
-            .arg(&addr)
-            .args(&args)
-            .output()
-            .expect("run rush");
-        Out {
-            code: out.status.code().expect("exit code"),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    })
-    .await
-    .unwrap()
-}
+use common::rush;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limit_commands() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.server.listen = "127.0.0.1:0".into();
-    config.server.http = String::new();
-    config.storage.data_dir = dir.path().to_path_buf();
-    config.storage.shards = 2;
-    config.storage.block_cache_mb = 16;
-    config.storage.write_buffer_mb = 8;
-    let node = rush_daemon::start(config, Clock::system()).await.unwrap();
-    let addr = node.addr().to_string();
-    let run = |args: &'static [&'static str]| rush(addr.clone(), args);
+    let node = common::node().await;
+    let addr = node.addr();
+    let run = |args: &'static [&'static str]| {
+        let addr = addr.clone();
+        async move { rush(&addr, args).await }
+    };
 
     let o = run(&[
         "limit",
@@ -189,5 +160,5 @@ async fn limit_commands() {
             "policy flash durability sync"
         ]
     );
-    node.shutdown().await.unwrap();
+    node.stop().await;
 }

@@ -1,41 +1,18 @@
 //! `rush shorten`, `rush resolve` and `rush link …` against an in-process node.
 
-use rush_daemon::{Clock, Config};
-use std::process::Command;
+mod common;
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-async fn rush(addr: &str, args: &[&str]) -> Out {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rush"));
-    cmd.arg("--addr").arg(addr).args(args);
-    let out = tokio::task::spawn_blocking(move || cmd.output().expect("run rush"))
-        .await
-        .unwrap();
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
+use common::rush;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shorten_resolve_info_update_qr_delete() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.server.listen = "127.0.0.1:0".into();
-    config.server.http = String::new();
-    config.storage.data_dir = dir.path().to_path_buf();
-    config.storage.shards = 2;
-    config.storage.block_cache_mb = 16;
-    config.storage.write_buffer_mb = 8;
-    config.links.base_url = "https://s.example/".into();
-    config.links.app_schemes = vec!["myapp".into()];
-    let node = rush_daemon::start(config, Clock::system()).await.unwrap();
-    let addr = node.addr().to_string();
+    let node = common::node_with(|c| {
+        c.links.base_url = "https://s.example/".into();
+        c.links.app_schemes = vec!["myapp".into()];
+    })
+    .await;
+    let addr = node.addr();
 
     let out = rush(
         &addr,
@@ -151,5 +128,5 @@ async fn shorten_resolve_info_update_qr_delete() {
     let out = rush(&addr, &["resolve", &code]).await;
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("NOT_FOUND"), "{}", out.stderr);
-    node.shutdown().await.unwrap();
+    node.stop().await;
 }

@@ -521,14 +521,7 @@ pub fn combine(opcode: Opcode, replies: Vec<Reply>) -> Result<Reply, RushError> 
                 let Reply::EnvelopeAudit(a) = r else {
                     return Err(bad());
                 };
-                all.envelopes += a.envelopes;
-                all.grabs += a.grabs;
-                all.open += a.open;
-                all.in_flight_cents += a.in_flight_cents;
-                all.refunded += a.refunded;
-                all.problem_count += a.problem_count;
-                let room = rush_protocol::limits::MAX_AUDIT_PROBLEMS - all.problems.len();
-                all.problems.extend(a.problems.into_iter().take(room));
+                all.absorb(a);
             }
             Ok(Reply::EnvelopeAudit(all))
         }

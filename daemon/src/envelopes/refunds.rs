@@ -278,28 +278,7 @@ pub fn merge_refunds(replies: Vec<Reply>, limit: usize) -> Result<Reply, RushErr
             _ => return Err(corrupt("unexpected shard answer to ENVELOPE_REFUNDS")),
         }
     }
-    let bound = parts
-        .iter()
-        .map(|p| p.next)
-        .min()
-        .ok_or_else(|| RushError::internal("no shard answered ENVELOPE_REFUNDS"))?;
-    let mut more = parts.iter().any(|p| p.more);
-    let mut refunds: Vec<Refund> = parts
-        .into_iter()
-        .flat_map(|p| p.refunds)
-        .filter(|r| r.cursor <= bound)
-        .collect();
-    refunds.sort_unstable_by_key(|r| r.cursor);
-    let next = if refunds.len() > limit {
-        refunds.truncate(limit);
-        more = true;
-        refunds.last().map(|r| r.cursor).unwrap_or(bound)
-    } else {
-        bound
-    };
-    Ok(Reply::EnvelopeRefunds(EnvelopeRefundsReply {
-        refunds,
-        next,
-        more,
-    }))
+    EnvelopeRefundsReply::merge(parts, limit)
+        .map(Reply::EnvelopeRefunds)
+        .ok_or_else(|| RushError::internal("no shard answered ENVELOPE_REFUNDS"))
 }

@@ -31,6 +31,18 @@ impl EnvelopeAuditReply {
     pub fn ok(&self) -> bool {
         self.problem_count == 0
     }
+
+    /// Add another part's books (a shard's or a node's) to these.
+    pub fn absorb(&mut self, other: EnvelopeAuditReply) {
+        self.envelopes += other.envelopes;
+        self.grabs += other.grabs;
+        self.open += other.open;
+        self.in_flight_cents += other.in_flight_cents;
+        self.refunded += other.refunded;
+        self.problem_count += other.problem_count;
+        let room = MAX_AUDIT_PROBLEMS.saturating_sub(self.problems.len());
+        self.problems.extend(other.problems.into_iter().take(room));
+    }
 }
 
 impl EnvelopeAudit {

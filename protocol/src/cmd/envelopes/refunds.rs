@@ -49,6 +49,38 @@ pub struct EnvelopeRefundsReply {
     pub more: bool,
 }
 
+impl EnvelopeRefundsReply {
+    /// One stream from the streams of parts (a node's shards, or a
+    /// cluster's nodes), merged by position `(stamp, id)` up to the lowest
+    /// bound any part is complete to, at most `limit` refunds. That bound
+    /// is the next cursor: every part promises never to stamp a refund
+    /// below it again (a node re-stamps the refunds of a slot that moves to
+    /// it), so one cursor serves them all, and acknowledging it removes
+    /// exactly what was read from every part. `None` when there are no parts.
+    pub fn merge(parts: Vec<EnvelopeRefundsReply>, limit: usize) -> Option<EnvelopeRefundsReply> {
+        let bound = parts.iter().map(|p| p.next).min()?;
+        let mut more = parts.iter().any(|p| p.more);
+        let mut refunds: Vec<Refund> = parts
+            .into_iter()
+            .flat_map(|p| p.refunds)
+            .filter(|r| r.cursor <= bound)
+            .collect();
+        refunds.sort_unstable_by_key(|r| r.cursor);
+        let next = if refunds.len() > limit {
+            refunds.truncate(limit);
+            more = true;
+            refunds.last().map(|r| r.cursor).unwrap_or(bound)
+        } else {
+            bound
+        };
+        Some(EnvelopeRefundsReply {
+            refunds,
+            next,
+            more,
+        })
+    }
+}
+
 impl EnvelopeRefunds {
     pub(crate) fn route(&self) -> Result<Target, RushError> {
         Ok(Target::AllShards)

@@ -1,0 +1,96 @@
+//! Support for the CLI tests: an in-process node on a real RocksDB in a
+//! temporary directory, and the real `rush` binary run against it.
+#![allow(dead_code)]
+
+use rush_daemon::{Clock, Config, Running};
+use std::process::Command;
+
+pub struct Node {
+    _dir: tempfile::TempDir,
+    running: Option<Running>,
+}
+
+/// A node on loopback port 0 with two shards, small caches and clock
+/// control.
+pub async fn node() -> Node {
+    node_with(|_| {}).await
+}
+
+/// Like [`node`], with `configure` applied to the config first.
+pub async fn node_with(configure: impl FnOnce(&mut Config)) -> Node {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Config::default();
+    c.server.listen = "127.0.0.1:0".into();
+    c.server.http = String::new();
+    c.storage.data_dir = dir.path().to_path_buf();
+    c.storage.shards = 2;
+    c.storage.block_cache_mb = 16;
+    c.storage.write_buffer_mb = 8;
+    c.debug.clock_control = true;
+    configure(&mut c);
+    let running = rush_daemon::start(c, Clock::system()).await.unwrap();
+    Node {
+        _dir: dir,
+        running: Some(running),
+    }
+}
+
+impl Node {
+    pub fn running(&self) -> &Running {
+        self.running.as_ref().expect("running")
+    }
+
+    pub fn addr(&self) -> String {
+        self.running().addr().to_string()
+    }
+
+    /// `rush --addr NODE args…`.
+    pub async fn rush(&self, args: &[&str]) -> Out {
+        rush(&self.addr(), args).await
+    }
+
+    /// `rush --addr NODE args…`, which must succeed: its stdout.
+    pub async fn ok(&self, args: &[&str]) -> String {
+        ok(&self.addr(), args).await
+    }
+
+    pub async fn stop(mut self) {
+        self.running.take().unwrap().shutdown().await.unwrap();
+    }
+}
+
+/// What a `rush` run printed, and its exit code.
+#[derive(Debug)]
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    /// (exit code, stdout, stderr).
+    pub fn parts(self) -> (i32, String, String) {
+        (self.code, self.stdout, self.stderr)
+    }
+}
+
+/// Run `rush --addr ADDR args…` off the runtime's threads.
+pub async fn rush(addr: &str, args: &[&str]) -> Out {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rush"));
+    cmd.arg("--addr").arg(addr).args(args);
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("run rush"))
+        .await
+        .unwrap();
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// [`rush`], which must succeed: its stdout.
+pub async fn ok(addr: &str, args: &[&str]) -> String {
+    let out = rush(addr, args).await;
+    assert_eq!(out.code, 0, "rush {args:?} failed: {}", out.stderr);
+    out.stdout
+}

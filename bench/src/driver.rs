@@ -134,8 +134,10 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
     params.max_ops = max_ops(&opts);
     let workload = Arc::new(W::new(&params).context("setting up the workload")?);
 
-    let conns = futures_util::future::try_join_all(
-        (0..opts.connections).map(|_| opts.target.connect(opts.timeout)),
+    // The preload's connections first; the rest after it, so that none
+    // sits idle through a long preload (a server closes idle connections).
+    let mut conns = futures_util::future::try_join_all(
+        (0..opts.connections.min(PRELOAD_CONNECTIONS)).map(|_| opts.target.connect(opts.timeout)),
     )
     .await?;
 
@@ -183,6 +185,12 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         }
         .context("preparing the run")?;
     }
+    conns.extend(
+        futures_util::future::try_join_all(
+            (conns.len()..opts.connections).map(|_| opts.target.connect(opts.timeout)),
+        )
+        .await?,
+    );
     let watch = opts.target.side == Side::Rush && !W::RUSH_METRICS.is_empty();
     let watch_from = if watch && !opts.metrics.is_empty() {
         Some(scrape_all(&opts.metrics, W::RUSH_METRICS).await?)
@@ -472,10 +480,16 @@ async fn run_lane<W: Workload>(
             Conn::Redis(c) => w.redis(&mut lane.state, c).await,
         };
         let end = Instant::now();
+        // A lost connection fails every later request at once: the lane
+        // stops after counting it, rather than spin on instant failures.
+        let lost = matches!(&outcome, Err(e) if e.kind == "CONNECTION_LOST");
         let mut t = tally.inner.lock().expect("not poisoned");
         t.tally
             .record(end.saturating_duration_since(start), &outcome);
         t.last = end;
+        if lost {
+            break;
+        }
     }
 }
 

@@ -151,6 +151,63 @@ fn about(workload: &str) -> &'static str {
         .map_or("", |e| e.about)
 }
 
+/// Server and client CPU time per answered operation in the headline runs:
+/// what each side costs, apart from how the two shared the cores.
+fn cpu_section(
+    s: &mut String,
+    results: &SuiteResults,
+    names: &[String],
+    redis: &[ServerKind],
+    top: usize,
+) {
+    let us = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.1}"));
+    let measured = names.iter().any(|w| {
+        peak_run(results, w, ServerKind::Rush, top)
+            .is_some_and(|r| r.report.server_cpu_secs.is_some())
+    });
+    if !measured {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "### CPU per operation ({top} in flight per connection)
+"
+    );
+    let _ = writeln!(
+        s,
+        "CPU time (user + system) of the server process, and of the bench client, over the \
+         measured run, divided by the operations answered. On two shared cores a side that \
+         needs more CPU per operation is slower no matter how the cores are shared; the \
+         client column is the same harness driving each server.\n"
+    );
+    let mut head = String::from("| Workload | Rush server µs/op | client µs/op |");
+    let mut rule = String::from("|---|---:|---:|");
+    for k in redis {
+        let _ = write!(head, " {} server µs/op | client µs/op |", k.label());
+        rule.push_str("---:|---:|");
+    }
+    let _ = writeln!(s, "{head}\n{rule}");
+    for w in names {
+        let rush = peak_run(results, w, ServerKind::Rush, top);
+        let mut row = format!(
+            "| {w} | {} | {} |",
+            us(rush.and_then(|r| r.report.server_cpu_us_per_op())),
+            us(rush.and_then(|r| r.report.client_cpu_us_per_op()))
+        );
+        for k in redis {
+            let r = peak_run(results, w, *k, top);
+            let _ = write!(
+                row,
+                " {} | {} |",
+                us(r.and_then(|r| r.report.server_cpu_us_per_op())),
+                us(r.and_then(|r| r.report.client_cpu_us_per_op()))
+            );
+        }
+        let _ = writeln!(s, "{row}");
+    }
+    let _ = writeln!(s);
+}
+
 /// The report text. `charts` lists the chart files drawn (or why none were).
 pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
     let mut s = String::new();
@@ -284,6 +341,8 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
     if let Some(f) = &charts.throughput {
         let _ = writeln!(s, "![Throughput per workload]({f})\n");
     }
+
+    cpu_section(&mut s, results, &names, &redis, top);
 
     targets_section(&mut s, results, top);
 

@@ -388,11 +388,13 @@ pub fn run_suite(
     };
     for &kind in &opts.servers {
         suite.every_workload(kind, &entries)?;
+        suite.checkpoint();
     }
     if !opts.scale_keys.is_empty() {
         for &kind in &opts.scale_servers {
             if opts.servers.contains(&kind) {
                 suite.scaling(kind, &entries)?;
+                suite.checkpoint();
             }
         }
     }
@@ -420,6 +422,20 @@ struct Suite<'a> {
 }
 
 impl Suite<'_> {
+    /// Save the results so far as `results.json`, so that a suite cut short
+    /// (a full disk, a crash) keeps what it measured: `rush-bench report`
+    /// renders it.
+    fn checkpoint(&self) {
+        let saved = std::fs::create_dir_all(&self.opts.out).and_then(|()| {
+            let json =
+                serde_json::to_string_pretty(&self.results).map_err(std::io::Error::other)?;
+            std::fs::write(self.opts.out.join("results.json"), json + "\n")
+        });
+        if let Err(e) = saved {
+            eprintln!("could not save the results so far: {e}");
+        }
+    }
+
     /// Run `o` and keep the result (or the failure).
     fn run(
         &mut self,
@@ -447,9 +463,19 @@ impl Suite<'_> {
                 Some(r)
             }
             Err(e) => {
-                eprintln!("   failed: {e:#}");
+                // A pipeline's failures list every command: keep the start.
+                let mut e = format!("{e:#}");
+                if e.len() > 600 {
+                    let cut = (0..=600)
+                        .rev()
+                        .find(|&i| e.is_char_boundary(i))
+                        .unwrap_or(0);
+                    e.truncate(cut);
+                    e.push_str(" …");
+                }
+                eprintln!("   failed: {e}");
                 self.results.failures.push(format!(
-                    "{} on {} {what}: {e:#}",
+                    "{} on {} {what}: {e}",
                     entry.name,
                     kind.label()
                 ));

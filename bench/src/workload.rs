@@ -317,8 +317,12 @@ pub fn filler_value(size: usize) -> Bytes {
 }
 
 /// Requests in flight per connection while preloading Rush (group commit
-/// turns them into a few large synced batches).
+/// turns them into a few large synced batches)…
 const PRELOAD_DEPTH_RUSH: usize = 512;
+/// …counted in items for requests that carry many (batches): enough to keep
+/// the shards busy, few enough that each is answered well within the
+/// client's timeout.
+const PRELOAD_ITEMS_RUSH: u64 = 16_384;
 /// Commands per Redis pipeline while preloading, and pipelines in flight per
 /// connection.
 const PRELOAD_BATCH_REDIS: u64 = 1000;
@@ -353,12 +357,13 @@ where
     Ok(n)
 }
 
-/// Like [`rush_bulk`] for requests `make(from..to)`, keeping every answer
-/// in order (codes or ids the server issued).
+/// Like [`rush_bulk`] for requests `make(from..to)` of `per_request` items
+/// each, keeping every answer in order (codes or ids the server issued).
 pub async fn rush_bulk_collect<C, F>(
     conns: &[RushConn],
     from: u64,
     to: u64,
+    per_request: u64,
     make: F,
 ) -> anyhow::Result<Vec<C::Reply>>
 where
@@ -367,13 +372,15 @@ where
     F: Fn(u64) -> C + Send + Sync,
 {
     let count = conns.len().max(1) as u64;
+    let depth = (PRELOAD_ITEMS_RUSH / count / per_request.max(1))
+        .clamp(1, PRELOAD_DEPTH_RUSH as u64) as usize;
     let make = &make;
     let per_conn = conns.iter().enumerate().map(|(j, conn)| async move {
         let mut next = from + j as u64;
         let mut inflight = FuturesUnordered::new();
         let mut got = Vec::new();
         loop {
-            while inflight.len() < PRELOAD_DEPTH_RUSH && next < to {
+            while inflight.len() < depth && next < to {
                 let i = next;
                 let cmd = make(i);
                 next += count;

@@ -130,6 +130,12 @@ fn report_has_machine_tables_ratios_errors_and_charts() {
         md.contains("| kv-set | 100,000 | 50,000 | 2.00× | 25,000 | 4.00× |"),
         "{md}"
     );
+    // CPU per operation: 1.5 s of server and 2 s of client CPU over 3 s of
+    // each run's throughput.
+    assert!(
+        md.contains("| kv-set | 5.0 | 6.7 | 10.0 | 13.3 | 20.0 | 26.7 |"),
+        "{md}"
+    );
     // Per-workload table states every row's durability.
     assert!(md.contains(
         "| Redis (AOF always) | fsynced before the ack (appendfsync always) | 16 | 25,000 |"

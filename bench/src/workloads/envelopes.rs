@@ -166,7 +166,7 @@ impl Workload for Envelopes {
 
     async fn setup_rush(&self, conns: &[RushConn]) -> anyhow::Result<()> {
         let per = self.per_stream();
-        let replies = rush_bulk_collect(conns, 0, HOT as u64 * per, |i| EnvelopeCreate {
+        let replies = rush_bulk_collect(conns, 0, HOT as u64 * per, 1, |i| EnvelopeCreate {
             sender: Bytes::from(format!("s:{}:{i}", self.nonce)),
             total_cents: SHARES as u64 * CENTS_PER_SHARE,
             count: SHARES,

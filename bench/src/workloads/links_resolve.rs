@@ -114,7 +114,7 @@ impl LinksResolve {
         }
         let size = self.params.value_size.max(48);
         let batch = (to / MIN_BATCHES).clamp(1, BATCH);
-        let replies = rush_bulk_collect(conns, from / batch, to.div_ceil(batch), |b| {
+        let replies = rush_bulk_collect(conns, from / batch, to.div_ceil(batch), batch, |b| {
             let first = b * batch;
             let last = (first + batch).min(to);
             let mut u = String::new();

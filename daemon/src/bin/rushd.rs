@@ -6,6 +6,12 @@ use rush_daemon::{Clock, Config};
 
 use std::path::PathBuf;
 
+/// Requests allocate and free small buffers on one thread and drop them on
+/// another; glibc malloc spent 15–20 % of rushd's CPU on that
+/// (bench/results/NOTES.md). mimalloc's thread-local free lists do not.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Rush daemon: short links, purchase limits, Bloom-guarded lookups and red
 /// envelopes on one sharded, disk-backed node.
 ///

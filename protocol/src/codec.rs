@@ -69,6 +69,15 @@ impl Reader {
         Ok(u16::from_be_bytes([b[0], b[1]]))
     }
 
+    /// A `u16` slot number, which must be below [`crate::SLOTS`].
+    pub fn slot(&mut self, field: &'static str) -> Result<u16, DecodeError> {
+        let slot = self.u16(field)?;
+        if slot >= crate::SLOTS {
+            return Err(DecodeError::invalid(field, format!("{slot} is past 16383")));
+        }
+        Ok(slot)
+    }
+
     pub fn u32(&mut self, field: &'static str) -> Result<u32, DecodeError> {
         let b = self.take(4, field)?;
         Ok(u32::from_be_bytes(b.try_into().expect("4 bytes")))

@@ -1,5 +1,4 @@
 use crate::codec::{DecodeError, Reader, Wire};
-use crate::slot::SLOTS;
 use crate::{RushError, Target};
 use bytes::{BufMut, BytesMut};
 
@@ -28,13 +27,7 @@ impl Wire for MigrateAbort {
     }
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         let id = r.u64("id")?;
-        let slot = r.u16("slot")?;
-        if slot >= SLOTS {
-            return Err(DecodeError::invalid(
-                "slot",
-                format!("{slot} is past 16383"),
-            ));
-        }
+        let slot = r.slot("slot")?;
         Ok(MigrateAbort { id, slot })
     }
 }

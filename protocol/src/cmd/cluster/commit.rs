@@ -1,6 +1,5 @@
 use crate::cmd::ClusterSlotsReply;
 use crate::codec::{DecodeError, Reader, Wire};
-use crate::slot::SLOTS;
 use crate::{RushError, Target};
 use bytes::{BufMut, BytesMut};
 
@@ -37,13 +36,7 @@ impl Wire for MigrateCommit {
     }
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         let id = r.u64("id")?;
-        let slot = r.u16("slot")?;
-        if slot >= SLOTS {
-            return Err(DecodeError::invalid(
-                "slot",
-                format!("{slot} is past 16383"),
-            ));
-        }
+        let slot = r.slot("slot")?;
         Ok(MigrateCommit {
             id,
             slot,

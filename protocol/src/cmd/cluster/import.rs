@@ -1,6 +1,5 @@
 use crate::codec::{DecodeError, Reader, Wire, WriteExt};
 use crate::limits::{MAX_MIGRATE_PAIRS, MAX_RAW_KEY, MAX_TEXT};
-use crate::slot::SLOTS;
 use crate::{RushError, Target};
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -57,13 +56,7 @@ impl Wire for MigrateImport {
     }
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         let id = r.u64("id")?;
-        let slot = r.u16("slot")?;
-        if slot >= SLOTS {
-            return Err(DecodeError::invalid(
-                "slot",
-                format!("{slot} is past 16383"),
-            ));
-        }
+        let slot = r.slot("slot")?;
         Ok(MigrateImport {
             id,
             slot,

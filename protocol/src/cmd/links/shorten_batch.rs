@@ -1,7 +1,7 @@
 use super::{put_opt_str, put_opt_u64, read_length, read_opt_u64, read_opt_url, read_url};
 use crate::codec::{DecodeError, Reader, Wire, WriteExt};
 use crate::limits::{MAX_CODE, MAX_KEY, MAX_SHORTEN_BATCH, MAX_TEXT};
-use crate::{RushError, Target, SLOTS};
+use crate::{RushError, Target};
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// `LINK_SHORTEN_BATCH slot account items` → one code per item, in order.
@@ -78,13 +78,7 @@ impl Wire for LinkShortenBatch {
     }
 
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
-        let slot = r.u16("slot")?;
-        if slot >= SLOTS {
-            return Err(DecodeError::invalid(
-                "slot",
-                format!("{slot} is not below 16384"),
-            ));
-        }
+        let slot = r.slot("slot")?;
         let account = r.bytes("account", MAX_KEY)?;
         // url (4) + length (1) + 3 option tags + permanent (1).
         let items = r.list("items", MAX_SHORTEN_BATCH, 9, |r| {

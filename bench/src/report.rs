@@ -1077,27 +1077,13 @@ fn targets_section(s: &mut String, results: &SuiteResults, top: usize) {
     let _ = writeln!(s);
 }
 
-/// Now, as `YYYY-MM-DD HH:MM UTC` (no date crate for one line).
+/// Now, as `YYYY-MM-DD HH:MM UTC`.
 pub fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs()) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
-        rem / 3600,
-        (rem % 3600) / 60
-    )
+    let (date, h, m, _) = rush_client::calendar::utc_parts(secs);
+    format!("{date} {h:02}:{m:02} UTC")
 }
 
 #[cfg(test)]

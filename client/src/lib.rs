@@ -20,6 +20,7 @@
 //! [`ClientError::ConnectionLost`] (their outcome is unknown).
 
 mod batch;
+pub mod calendar;
 mod catalog;
 pub mod cluster;
 mod connection;

@@ -225,26 +225,10 @@ fn print_allowances(list: &[Allowance]) {
     }
 }
 
-/// Unix ms as `YYYY-MM-DDTHH:MM:SSZ` (UTC), without a date library: days to
-/// civil date by Howard Hinnant's algorithm.
+/// Unix ms as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
 fn utc(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let (date, h, m, s) = rush_client::calendar::utc_parts((ms / 1000) as i64);
+    format!("{date}T{h:02}:{m:02}:{s:02}Z")
 }
 
 #[cfg(test)]

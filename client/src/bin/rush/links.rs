@@ -164,7 +164,7 @@ pub async fn run(c: &Client, cmd: LinksCmd) -> anyhow::Result<ExitCode> {
                 println!("last_visit: {}", timestamp(i.last_visit));
             }
             for (day, n) in &i.daily {
-                println!("day {} {n}", date(i64::from(*day)));
+                println!("day {} {n}", rush_client::calendar::date(i64::from(*day)));
             }
         }
         LinksCmd::Link(LinkCmd::Update {
@@ -245,33 +245,19 @@ fn timestamp(ms: u64) -> String {
     let (d, s) = ((secs / 86_400) as i64, secs % 86_400);
     format!(
         "{} {:02}:{:02}:{:02} UTC",
-        date(d),
+        rush_client::calendar::date(d),
         s / 3600,
         s / 60 % 60,
         s % 60
     )
 }
 
-/// `YYYY-MM-DD` of a unix day number (Howard Hinnant's civil_from_days).
-fn date(days: i64) -> String {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
     fn dates() {
-        assert_eq!(super::date(0), "1970-01-01");
-        assert_eq!(super::date(19_723), "2024-01-01");
+        assert_eq!(rush_client::calendar::date(0), "1970-01-01");
+        assert_eq!(rush_client::calendar::date(19_723), "2024-01-01");
         assert_eq!(
             super::timestamp(951_782_400_000 + 3_723_000),
             "2000-02-29 01:02:03 UTC"

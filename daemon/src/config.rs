@@ -12,6 +12,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7379";
 pub const DEFAULT_HTTP: &str = "127.0.0.1:7380";
 pub const DEFAULT_DATA_DIR: &str = "rush-data";
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+pub const DEFAULT_LISTEN_BACKLOG: u32 = 4096;
 pub const DEFAULT_MAX_INFLIGHT_REQUESTS: usize = 4096;
 pub const DEFAULT_MAX_INFLIGHT_BYTES: usize = 32 << 20;
 pub const DEFAULT_GLOBAL_INFLIGHT_BYTES: usize = 1 << 30;
@@ -80,6 +81,10 @@ pub struct ServerConfig {
     pub http: String,
     /// Connections beyond this are answered UNAVAILABLE and closed.
     pub max_connections: usize,
+    /// Accept queue of the protocol listener: connections the kernel
+    /// completes while the accept loop catches up with a burst (capped by
+    /// net.core.somaxconn).
+    pub listen_backlog: u32,
     /// Largest accepted frame (bytes after the length prefix).
     pub max_frame_bytes: usize,
     /// Requests one connection may have in flight; the reader stops reading
@@ -110,6 +115,7 @@ impl Default for ServerConfig {
             listen: DEFAULT_LISTEN.into(),
             http: DEFAULT_HTTP.into(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            listen_backlog: DEFAULT_LISTEN_BACKLOG,
             max_frame_bytes: rush_protocol::limits::DEFAULT_MAX_FRAME,
             max_inflight_requests: DEFAULT_MAX_INFLIGHT_REQUESTS,
             max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
@@ -267,9 +273,14 @@ impl Config {
         if self.server.max_output_bytes < 64 * 1024 {
             return bad("server.max_output_bytes must be at least 64 KiB".into());
         }
-        if self.server.max_inflight_requests == 0 || self.server.max_connections == 0 {
+        if self.server.max_inflight_requests == 0
+            || self.server.max_connections == 0
+            || self.server.listen_backlog == 0
+        {
             return bad(
-                "server.max_inflight_requests and server.max_connections must be positive".into(),
+                "server.max_inflight_requests, server.max_connections and server.listen_backlog \
+                 must be positive"
+                    .into(),
             );
         }
         if self.shard_count() > MAX_SHARDS {

@@ -164,7 +164,7 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
     // Listeners first: a lone node started on port 0 reports its real
     // address in CLUSTER_SLOTS. Connections wait in the backlog until the
     // accept loop starts.
-    let listener = TcpListener::bind(&config.server.listen)
+    let listener = bind(&config.server.listen, config.server.listen_backlog)
         .await
         .with_context(|| format!("binding {}", config.server.listen))?;
     let addr = listener.local_addr()?;
@@ -290,6 +290,31 @@ pub async fn run(
     shutdown.await;
     tracing::info!("shutting down: draining connections");
     running.shutdown().await
+}
+
+/// Binds a listener with an explicit accept queue (tokio's `bind` uses
+/// 1024, which a burst of connects overflows: the kernel then drops SYNs
+/// and clients wait a second for their retransmit).
+async fn bind(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(addr).await? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(addr).and_then(|()| socket.listen(backlog)) {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the address resolved to nothing",
+        )
+    }))
 }
 
 fn node_id(config: &Config, storage: &Storage) -> anyhow::Result<String> {

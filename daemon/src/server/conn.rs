@@ -31,8 +31,14 @@ use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Byte permits are counted in KiB so a semaphore (u32 permits) covers GiBs.
 const PERMIT_UNIT: usize = 1024;
+/// Bytes a read asks for: from this...
+const MIN_READ_AHEAD: usize = 4 * 1024;
+/// ...up to this, while reads keep filling what they were given.
+const MAX_READ_AHEAD: usize = 64 * 1024;
 /// The writer sends what has accumulated once it reaches this size.
 const WRITE_CHUNK: usize = 256 * 1024;
+/// The writer keeps a gathering buffer up to this size between writes.
+const KEEP_WRITE_BUFFER: usize = 64 * 1024;
 
 /// Held by a request until its answer is written.
 pub struct Permits {
@@ -205,7 +211,12 @@ async fn serve_io<R, W>(
     let max_frame = cfg.max_frame_bytes;
     let idle = Duration::from_secs(cfg.idle_timeout_secs);
     let frame_timeout = Duration::from_secs(cfg.frame_timeout_secs);
-    let mut buf = BytesMut::with_capacity(16 * 1024);
+    // Buffers are allocated when there is something to hold: an idle
+    // connection costs a few KiB, not a read and a write buffer.
+    let mut buf = BytesMut::new();
+    // Bytes asked of each read: doubled while reads fill it (a pipelining
+    // client), back to the minimum when one doesn't.
+    let mut read_ahead = MIN_READ_AHEAD;
     let mut frame_started: Option<Instant> = None;
 
     let reason: &'static str = 'conn: loop {
@@ -284,13 +295,14 @@ async fn serve_io<R, W>(
             (false, started) => started,
         };
         // Grow the buffer to hold the announced frame (already checked
-        // against max_frame by `parse`), or a little for the next header.
+        // against max_frame by `parse`), or the read-ahead.
         let want = if buf.len() >= 4 {
             4 + u32::from_be_bytes(buf[..4].try_into().expect("4 bytes")) as usize
         } else {
-            4096
+            0
         };
-        buf.reserve(want.saturating_sub(buf.len()).max(1024));
+        buf.reserve(want.saturating_sub(buf.len()).max(read_ahead));
+        let room = buf.capacity() - buf.len();
         let deadline = match frame_started {
             Some(t) => t + frame_timeout,
             None => Instant::now() + idle,
@@ -298,7 +310,13 @@ async fn serve_io<R, W>(
         tokio::select! {
             r = rd.read_buf(&mut buf) => match r {
                 Ok(0) => break if buf.is_empty() { "closed by client" } else { "closed mid-frame" },
-                Ok(_) => {}
+                Ok(n) => {
+                    read_ahead = if n == room {
+                        (read_ahead * 2).min(MAX_READ_AHEAD)
+                    } else {
+                        MIN_READ_AHEAD
+                    };
+                }
                 Err(_) => break "read error",
             },
             _ = tokio::time::sleep_until(deadline.into()) => {
@@ -431,24 +449,33 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     output: Arc<Output>,
 ) {
     let timeout = Duration::from_secs(node.config.server.write_timeout_secs);
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut buf = BytesMut::new();
     let mut written: Vec<Outgoing> = Vec::new();
     while let Some(first) = rx.recv().await {
         if output.overflowed.load(Ordering::SeqCst) {
             break;
         }
-        buf.extend_from_slice(&first.bytes);
+        let mut len = first.bytes.len();
         written.push(first);
-        while buf.len() < WRITE_CHUNK {
+        while len < WRITE_CHUNK {
             match rx.try_recv() {
                 Ok(o) => {
-                    buf.extend_from_slice(&o.bytes);
+                    len += o.bytes.len();
                     written.push(o);
                 }
                 Err(_) => break,
             }
         }
-        match tokio::time::timeout(timeout, wr.write_all(&buf)).await {
+        // A lone answer is written as it is; several are gathered into one write.
+        let out: &[u8] = if let [one] = written.as_slice() {
+            &one.bytes
+        } else {
+            for o in &written {
+                buf.extend_from_slice(&o.bytes);
+            }
+            &buf
+        };
+        match tokio::time::timeout(timeout, wr.write_all(out)).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return,
             Err(_) => {
@@ -460,13 +487,13 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 return;
             }
         }
-        output.queued.fetch_sub(buf.len(), Ordering::SeqCst);
+        output.queued.fetch_sub(len, Ordering::SeqCst);
         output.drained.notify_waiters();
-        buf.clear();
         // Dropping the answers releases their permits.
         written.clear();
-        if buf.capacity() > 4 * WRITE_CHUNK {
-            buf = BytesMut::with_capacity(64 * 1024);
+        buf.clear();
+        if buf.capacity() > KEEP_WRITE_BUFFER {
+            buf = BytesMut::new();
         }
     }
     let _ = wr.shutdown().await;

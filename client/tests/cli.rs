@@ -24,7 +24,7 @@ async fn key_commands() {
     );
     assert_eq!(n.ok(&["expire", "n", "--persist"]).await, "1\n");
     assert_eq!(n.ok(&["ttl", "n"]).await, "(no expiry)\n");
-    assert_eq!(n.ok(&["set", "tmp", "v", "--ttl", "10s"]).await, "OK\n");
+    assert_eq!(n.ok(&["set", "tmp", "v", "--ttl", "1h"]).await, "OK\n");
     assert_eq!(n.ok(&["exists", "tmp"]).await, "1\n");
     assert_eq!(n.ok(&["del", "tmp"]).await, "1\n");
     assert_eq!(n.ok(&["exists", "tmp"]).await, "0\n");

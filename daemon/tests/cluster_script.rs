@@ -1,16 +1,22 @@
 //! `deploy/cluster.sh` does what its header says: up, status, a rolling
 //! restart that keeps every node's data and the map, down.
 
+mod common;
+
 use rush_client::{Client, ClientOptions};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// A base port with 9 free ports from it (3 nodes × protocol, HTTP, redirects).
+/// A base port with 9 free ports from it (3 nodes × protocol, HTTP,
+/// redirects), below the ephemeral range: the rolling restart brings every
+/// node back on its ports.
 fn free_base() -> u16 {
+    let (from, to) = common::fixed_port_range();
+    let span = u32::from(to - from).saturating_sub(9).max(1);
     for attempt in 0..200u32 {
-        let base = 20_000 + ((std::process::id() * 7 + attempt * 97) % 30_000) as u16;
+        let base = from + ((std::process::id() * 7 + attempt * 97) % span) as u16;
         if (0..9).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
             return base;
         }

@@ -137,7 +137,7 @@ async fn dropping_every_client_handle_closes_its_connection() {
         assert_eq!(connections().await, 2, "a clone keeps it open");
     }
     // The server sees the close as soon as the client's I/O tasks run.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while connections().await != 1 {
         assert!(
             std::time::Instant::now() < deadline,

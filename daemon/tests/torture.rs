@@ -187,7 +187,7 @@ async fn sigkill_at_random_moments_loses_nothing_acknowledged() {
     let conf = dir.path().join("rushd.toml");
     std::fs::write(
         &conf,
-        format!("[limits.policies.{POLICY}]\nwindow = \"fixed:86400\"\ntotal_max = 1000000000\n"),
+        format!("[limits.policies.{POLICY}]\nwindow = \"fixed:604800\"\ntotal_max = 1000000000\n"),
     )
     .unwrap();
     let data = dir.path().join("data");

@@ -116,7 +116,9 @@ fn main() -> anyhow::Result<()> {
         config.tls.key_file = Some(key);
     }
     config.validate()?;
-    raise_fd_limit();
+    if !rush_daemon::server::raise_fd_limit() {
+        tracing::warn!("could not raise the open-file limit");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.io_threads())
         .thread_name("rush-io")
@@ -144,24 +146,6 @@ fn main() -> anyhow::Result<()> {
         tracing::info!("shutting down: draining connections");
         running.shutdown().await
     })
-}
-
-/// Connections are file descriptors: lift the soft limit to the hard one so
-/// `server.max_connections`, not a default of 1024, is what bounds them.
-fn raise_fd_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: plain libc calls on a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                tracing::warn!("could not raise the open-file limit");
-            }
-        }
-    }
 }
 
 async fn shutdown_signal() {

@@ -317,6 +317,27 @@ async fn bind(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
     }))
 }
 
+/// Connections are file descriptors: lifts the soft limit to the hard one so
+/// `server.max_connections`, not a default of 1024, is what bounds them.
+/// False if the limit could not be read or raised.
+pub fn raise_fd_limit() -> bool {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain libc calls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return false;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            return libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0;
+        }
+    }
+    true
+}
+
 fn node_id(config: &Config, storage: &Storage) -> anyhow::Result<String> {
     if let Some(id) = &config.node.id {
         return Ok(id.clone());

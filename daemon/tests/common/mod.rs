@@ -17,15 +17,7 @@ use std::time::Duration;
 /// retrying against the dead port, which can connect to itself) can take
 /// such a port in between.
 pub fn fixed_listen_addr() -> String {
-    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
-    let (from, to) = if low > 12_000 {
-        (10_000, low)
-    } else {
-        (low / 2, low)
-    };
+    let (from, to) = fixed_port_range();
     for _ in 0..1000 {
         let port = from + (rand::random::<u32>() % u32::from(to - from)) as u16;
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
@@ -33,6 +25,21 @@ pub fn fixed_listen_addr() -> String {
         }
     }
     panic!("no free loopback port in {from}..{to}");
+}
+
+/// Unprivileged ports below the kernel's ephemeral range (see
+/// [`fixed_listen_addr`]).
+pub fn fixed_port_range() -> (u16, u16) {
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    if low > 12_000 {
+        (10_000, low)
+    } else {
+        // A range that starts low leaves little room; stay unprivileged.
+        ((low / 2).max(1024), low.max(2048))
+    }
 }
 
 /// A config for tests: loopback port 0, no HTTP unless asked, clock control on.
@@ -117,6 +124,18 @@ impl TestNode {
 
 pub async fn connect(addr: SocketAddr) -> Client {
     connect_as(addr, None).await
+}
+
+/// A client for long admin operations (a slot migration moves hundreds of
+/// slots with a few fsyncs each; a loaded machine may take minutes).
+pub async fn connect_patient(addr: SocketAddr) -> Client {
+    let opts = ClientOptions {
+        request_timeout: Duration::from_secs(300),
+        ..ClientOptions::default()
+    };
+    Client::connect_with(&addr.to_string(), opts)
+        .await
+        .expect("client connects")
 }
 
 pub async fn connect_as(addr: SocketAddr, token: Option<String>) -> Client {

@@ -123,9 +123,9 @@ async fn kill9_during_a_grab_storm_loses_no_acknowledged_grab() {
 async fn kill9_during_refunds_writes_each_refund_exactly_once() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
-    // One refund per shard per 20 ms timer run: 200 take about two seconds,
-    // so the kill lands in the middle of them.
-    let slow = "[storage]\ntick_ms = 20\n[envelopes]\nrefunds_per_tick = 1\n";
+    // One refund per shard per 50 ms timer run: 200 take seconds, so the
+    // kill lands in the middle of them even if the test stalls a while.
+    let slow = "[storage]\ntick_ms = 50\n[envelopes]\nrefunds_per_tick = 1\n";
     let mut d = spawn(&dir, slow);
     let c = connect(d.addr).await;
     let mut owed = HashMap::new();

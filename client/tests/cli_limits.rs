@@ -4,11 +4,24 @@
 mod common;
 
 use common::rush;
+use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limit_commands() {
     let node = common::node().await;
     let addr = node.addr();
+    // The policies count per UTC day and per Shanghai day: keep clear of
+    // either midnight during the test, on the node's clock.
+    let c = rush_client::Client::connect(&addr).await.unwrap();
+    let now = c.clock_advance(Duration::ZERO).await.unwrap();
+    const DAY: u64 = 86_400_000;
+    let near_midnight = [0, 8 * 3_600_000].iter().any(|offset| {
+        let next = ((now + offset) / DAY + 1) * DAY - offset;
+        next - now < 10 * 60_000
+    });
+    if near_midnight {
+        c.clock_advance(Duration::from_secs(15 * 60)).await.unwrap();
+    }
     let run = |args: &'static [&'static str]| {
         let addr = addr.clone();
         async move { rush(&addr, args).await }

@@ -23,6 +23,8 @@ fn example_config_states_the_defaults() {
         c.server.global_inflight_bytes,
         d.server.global_inflight_bytes
     );
+    assert_eq!(c.server.max_connections, d.server.max_connections);
+    assert_eq!(c.server.listen_backlog, d.server.listen_backlog);
     assert_eq!(c.storage.data_dir, d.storage.data_dir);
     assert_eq!(c.storage.queue_depth, d.storage.queue_depth);
     assert_eq!(c.storage.row_cache_mb, d.storage.row_cache_mb);
@@ -197,6 +199,9 @@ fn unknown_keys_and_bad_values_are_refused() {
     assert!(c.validate().is_err());
     let c = Config::from_toml("[server]\nmax_frame_bytes = 1\n", p).unwrap();
     assert!(c.validate().is_err());
+    let c = Config::from_toml("[server]\nlisten_backlog = 0\n", p).unwrap();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("listen_backlog"), "{e}");
     let c = Config::from_toml("[storage]\nkv_durability = \"sometimes\"\n", p);
     assert!(c.is_err());
 }

@@ -81,9 +81,9 @@ pub struct ServerConfig {
     pub http: String,
     /// Connections beyond this are answered UNAVAILABLE and closed.
     pub max_connections: usize,
-    /// Accept queue of the protocol listener: connections the kernel
-    /// completes while the accept loop catches up with a burst (capped by
-    /// net.core.somaxconn).
+    /// Accept queue of each listener (protocol, HTTP, redirects):
+    /// connections the kernel completes while the accept loop catches up
+    /// with a burst (capped by net.core.somaxconn).
     pub listen_backlog: u32,
     /// Largest accepted frame (bytes after the length prefix).
     pub max_frame_bytes: usize,

@@ -172,7 +172,7 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         None
     } else {
         Some(
-            TcpListener::bind(&config.server.http)
+            bind(&config.server.http, config.server.listen_backlog)
                 .await
                 .with_context(|| format!("binding {}", config.server.http))?,
         )
@@ -182,7 +182,7 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         None
     } else {
         Some(
-            TcpListener::bind(&config.links.redirect_listen)
+            bind(&config.links.redirect_listen, config.server.listen_backlog)
                 .await
                 .with_context(|| format!("binding {}", config.links.redirect_listen))?,
         )

@@ -15,13 +15,8 @@ use rush_daemon::{Clock, Config, Running};
 
 async fn start() -> (tempfile::TempDir, Running) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut c = Config::default();
-    c.server.listen = "127.0.0.1:0".into();
+    let mut c = Config::small(dir.path());
     c.server.http = "127.0.0.1:0".into();
-    c.storage.data_dir = dir.path().to_path_buf();
-    c.storage.shards = 2;
-    c.storage.block_cache_mb = 16;
-    c.storage.write_buffer_mb = 8;
     c.catalog.cache_mb = 16;
     let running = rush_daemon::start(c, Clock::system())
         .await

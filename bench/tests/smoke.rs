@@ -11,14 +11,7 @@ use std::time::Duration;
 
 async fn start() -> (tempfile::TempDir, Running, String) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut c = Config::default();
-    c.server.listen = "127.0.0.1:0".into();
-    c.server.http = String::new();
-    c.storage.data_dir = dir.path().to_path_buf();
-    c.storage.shards = 2;
-    c.storage.block_cache_mb = 16;
-    c.storage.write_buffer_mb = 8;
-    let running = rush_daemon::start(c, Clock::system())
+    let running = rush_daemon::start(Config::small(dir.path()), Clock::system())
         .await
         .expect("daemon starts");
     let target = format!("rush://{}", running.addr());

@@ -209,6 +209,20 @@ pub struct DebugConfig {
 }
 
 impl Config {
+    /// A small lone node, for tests and embedding: data in `data_dir`, the
+    /// protocol on a loopback port the kernel picks, no HTTP listener, two
+    /// shards, a 16 MiB block cache and 8 MiB write buffers.
+    pub fn small(data_dir: &Path) -> Config {
+        let mut c = Config::default();
+        c.server.listen = "127.0.0.1:0".into();
+        c.server.http = String::new();
+        c.storage.data_dir = data_dir.to_path_buf();
+        c.storage.shards = 2;
+        c.storage.block_cache_mb = 16;
+        c.storage.write_buffer_mb = 8;
+        c
+    }
+
     /// Parse a TOML document.
     pub fn from_toml(text: &str, origin: &Path) -> Result<Config, ConfigError> {
         toml::from_str(text).map_err(|e| ConfigError::Parse {

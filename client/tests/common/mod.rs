@@ -19,13 +19,7 @@ pub async fn node() -> Node {
 /// Like [`node`], with `configure` applied to the config first.
 pub async fn node_with(configure: impl FnOnce(&mut Config)) -> Node {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = Config::default();
-    c.server.listen = "127.0.0.1:0".into();
-    c.server.http = String::new();
-    c.storage.data_dir = dir.path().to_path_buf();
-    c.storage.shards = 2;
-    c.storage.block_cache_mb = 16;
-    c.storage.write_buffer_mb = 8;
+    let mut c = Config::small(dir.path());
     c.debug.clock_control = true;
     configure(&mut c);
     let running = rush_daemon::start(c, Clock::system()).await.unwrap();

@@ -42,15 +42,11 @@ pub fn fixed_port_range() -> (u16, u16) {
     }
 }
 
-/// A config for tests: loopback port 0, no HTTP unless asked, clock control on.
+/// A config for tests: [`Config::small`] with HTTP on a loopback port 0 and
+/// clock control on.
 pub fn test_config(dir: &Path) -> Config {
-    let mut c = Config::default();
-    c.server.listen = "127.0.0.1:0".into();
+    let mut c = Config::small(dir);
     c.server.http = "127.0.0.1:0".into();
-    c.storage.data_dir = dir.to_path_buf();
-    c.storage.shards = 2;
-    c.storage.block_cache_mb = 16;
-    c.storage.write_buffer_mb = 8;
     c.debug.clock_control = true;
     c
 }

@@ -66,15 +66,6 @@ async fn hostile_clients_leave_the_daemon_responsive_and_bounded() {
     // the kernel drop SYNs, and a connect then waits a second to retry: on
     // a slow machine the first would reach their 15 s timeout before the
     // last were made).
-    let connections = || async {
-        good.info()
-            .await
-            .unwrap()
-            .get("connections")
-            .unwrap()
-            .parse::<usize>()
-            .unwrap()
-    };
     let started = Instant::now();
     let mut hostile = Vec::new();
     let mut open = 0;
@@ -83,7 +74,7 @@ async fn hostile_clients_leave_the_daemon_responsive_and_bounded() {
             hostile.push(TcpStream::connect(daemon.addr).await.unwrap());
         }
         while open < wave * 100 && started.elapsed() < Duration::from_secs(12) {
-            open = connections().await - 1;
+            open = common::open_connections(&good).await - 1;
             if open < wave * 100 {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
@@ -135,14 +126,7 @@ async fn hostile_clients_leave_the_daemon_responsive_and_bounded() {
     // The offenders are timed out or cut off; only the good client remains.
     let deadline = Instant::now() + Duration::from_secs(30);
     let remaining = loop {
-        let n: usize = good
-            .info()
-            .await
-            .unwrap()
-            .get("connections")
-            .unwrap()
-            .parse()
-            .unwrap();
+        let n = common::open_connections(&good).await;
         if n <= 1 || Instant::now() > deadline {
             break n;
         }

@@ -112,16 +112,7 @@ async fn metrics_health_and_ready() {
 #[tokio::test]
 async fn dropping_every_client_handle_closes_its_connection() {
     let node = TestNode::start().await;
-    let connections = || async {
-        node.client
-            .info()
-            .await
-            .unwrap()
-            .get("connections")
-            .unwrap()
-            .parse::<usize>()
-            .unwrap()
-    };
+    let connections = || common::open_connections(&node.client);
     {
         let c = rush_client::Connection::connect(&node.addr().to_string(), Duration::from_secs(5))
             .await

@@ -122,6 +122,19 @@ pub async fn connect(addr: SocketAddr) -> Client {
     connect_as(addr, None).await
 }
 
+/// Connections the node holds open now (its INFO `connections`), the
+/// asking client's included.
+pub async fn open_connections(client: &Client) -> usize {
+    client
+        .info()
+        .await
+        .expect("INFO")
+        .get("connections")
+        .expect("INFO has connections")
+        .parse()
+        .expect("a count")
+}
+
 /// A client for long admin operations (a slot migration moves hundreds of
 /// slots with a few fsyncs each; a loaded machine may take minutes).
 pub async fn connect_patient(addr: SocketAddr) -> Client {

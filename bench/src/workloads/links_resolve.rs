@@ -197,9 +197,14 @@ impl LinksResolve {
         Ok(n)
     }
 
-    /// The links this run reads: all `--keys` of them must be known.
-    pub fn setup_rush_links(&self) -> anyhow::Result<()> {
-        let codes = recall::<RushCodes>(&rush_key(&self.params.target)).with_context(|| {
+    /// What the preload of this process left under `key`: all `--keys`
+    /// links must be known.
+    fn preloaded<T: std::any::Any + Send + Sync>(
+        &self,
+        key: &str,
+        len: fn(&T) -> u64,
+    ) -> anyhow::Result<Arc<T>> {
+        let found = recall::<T>(key).with_context(|| {
             format!(
                 "{}: no preloaded links for {} in this process: run with --preload",
                 Self::NAME,
@@ -207,29 +212,24 @@ impl LinksResolve {
             )
         })?;
         anyhow::ensure!(
-            codes.len() >= self.params.keys,
+            len(&found) >= self.params.keys,
             "{} links preloaded, {} asked: run with --preload",
-            codes.len(),
+            len(&found),
             self.params.keys
         );
+        Ok(found)
+    }
+
+    /// The links this run reads on Rush.
+    pub fn setup_rush_links(&self) -> anyhow::Result<()> {
+        let codes = self.preloaded(&rush_key(&self.params.target), RushCodes::len)?;
         let _ = self.rush_codes.set(codes);
         Ok(())
     }
 
+    /// The links this run reads on Redis.
     pub fn setup_redis_links(&self) -> anyhow::Result<()> {
-        let ids = recall::<RedisIds>(&redis_key(&self.params.target)).with_context(|| {
-            format!(
-                "{}: no preloaded links for {} in this process: run with --preload",
-                Self::NAME,
-                self.params.target
-            )
-        })?;
-        anyhow::ensure!(
-            ids.len() >= self.params.keys,
-            "{} links preloaded, {} asked: run with --preload",
-            ids.len(),
-            self.params.keys
-        );
+        let ids = self.preloaded(&redis_key(&self.params.target), RedisIds::len)?;
         let _ = self.redis_ids.set(ids);
         Ok(())
     }

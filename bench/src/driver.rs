@@ -141,18 +141,14 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
     )
     .await?;
 
+    // The preload and the setup run on these (one side's connections).
+    let rush: Vec<RushConn> = conns.iter().filter_map(Conn::rush).collect();
+    let redis: Vec<RedisConn> = conns.iter().filter_map(Conn::redis).collect();
     let preload_started = Instant::now();
     let preloaded = if opts.load {
-        let some = &conns[..conns.len().min(PRELOAD_CONNECTIONS)];
         let n = match opts.target.side {
-            Side::Rush => {
-                let c: Vec<RushConn> = some.iter().filter_map(Conn::rush).collect();
-                workload.preload_rush(&c).await
-            }
-            Side::Redis => {
-                let c: Vec<RedisConn> = some.iter().filter_map(Conn::redis).collect();
-                workload.preload_redis(&c).await
-            }
+            Side::Rush => workload.preload_rush(&rush).await,
+            Side::Redis => workload.preload_redis(&redis).await,
         }
         .context("preloading")?;
         if opts.progress {
@@ -171,20 +167,11 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
     } else {
         0.0
     };
-    {
-        let some = &conns[..conns.len().min(PRELOAD_CONNECTIONS)];
-        match opts.target.side {
-            Side::Rush => {
-                let c: Vec<RushConn> = some.iter().filter_map(Conn::rush).collect();
-                workload.setup_rush(&c).await
-            }
-            Side::Redis => {
-                let c: Vec<RedisConn> = some.iter().filter_map(Conn::redis).collect();
-                workload.setup_redis(&c).await
-            }
-        }
-        .context("preparing the run")?;
+    match opts.target.side {
+        Side::Rush => workload.setup_rush(&rush).await,
+        Side::Redis => workload.setup_redis(&redis).await,
     }
+    .context("preparing the run")?;
     conns.extend(
         futures_util::future::try_join_all(
             (conns.len()..opts.connections).map(|_| opts.target.connect(opts.timeout)),

@@ -2,10 +2,15 @@
 # Rush vs Redis, side by side, on this machine; writes bench/results/REPORT.md
 # (and results.json, throughput.png, latency-*.png).
 #
-#   bench/compare.sh [--quick] [--debug] [--shards N] [--out DIR] [-- SUITE-OPTIONS...]
+#   bench/compare.sh [--quick] [--pin] [--debug] [--shards N] [--out DIR] [-- SUITE-OPTIONS...]
 #
 #   --quick    short run (under 2 minutes; CI's smoke run): exits non-zero if
 #              any request of any workload failed
+#   --pin      also run the headline closed-loop runs (every workload, every
+#              server) in a pinned layout: the server alone on the first CPU
+#              this script may use (taskset -c; rushd --shards 1), the client
+#              on the second. Needs 2 CPUs and taskset (Debian: util-linux).
+#              With --quick: a short pinned pass.
 #   --debug    use debug binaries (no second ~17-minute RocksDB build);
 #              also RUSH_BENCH_PROFILE=debug. Figures are then not meaningful.
 #   --shards N rushd shard threads (default: one per core)
@@ -21,23 +26,38 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quick=()
+pin=0
 profile="${RUSH_BENCH_PROFILE:-release}"
 suite_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) quick=(--quick) ;;
+        --pin) pin=1; suite_args+=(--pin) ;;
         --debug) profile=debug ;;
         --release) profile=release ;;
         --shards) suite_args+=(--shards "$2"); shift ;;
         --out) suite_args+=(--out "$2"); shift ;;
         --) shift; suite_args+=("$@"); break ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "compare.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 
 # ── prerequisites ───────────────────────────────────────────────────────
+# The pinned layout's needs are checked before anything is installed or built.
+if [ "$pin" = 1 ]; then
+    if ! command -v taskset >/dev/null 2>&1; then
+        echo "compare.sh: --pin needs taskset, which is in the util-linux package (apt-get install util-linux)" >&2
+        exit 1
+    fi
+    # nproc counts the CPUs this process may run on (its affinity mask).
+    cpus="$(nproc)"
+    if [ "$cpus" -lt 2 ]; then
+        echo "compare.sh: --pin needs 2 CPUs (one for the server, one for the client); this process may use $cpus" >&2
+        exit 1
+    fi
+fi
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 ls /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >/dev/null 2>&1 || missing+=(fonts-dejavu-core)

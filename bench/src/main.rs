@@ -5,6 +5,7 @@
 //! rush-bench kv-set --target rush://127.0.0.1:7379 --connections 50 --pipeline 16 --duration 10
 //! rush-bench kv-get --target redis://127.0.0.1:6379 --preload --rate 50000 --json out.json
 //! rush-bench suite --rushd target/release/rushd --quick
+//! rush-bench suite --rushd target/release/rushd --pin
 //! ```
 
 use anyhow::Context;
@@ -151,6 +152,12 @@ struct SuiteArgs {
     /// No open-loop step at half the peak for workloads that aren't swept.
     #[arg(long)]
     no_half_peak: bool,
+    /// Also run the headline closed-loop runs (every workload, every server,
+    /// the deepest pipeline) in a pinned layout: each server alone on the
+    /// first CPU this process may use (under taskset; rushd with --shards 1),
+    /// the client on the second. Needs two CPUs and taskset (util-linux).
+    #[arg(long)]
+    pin: bool,
 }
 
 /// Options of `rush-bench report`.
@@ -335,7 +342,21 @@ fn print_summary(r: &RunReport) {
 }
 
 fn run_suite(m: &ArgMatches) -> anyhow::Result<ExitCode> {
-    let a = SuiteArgs::from_arg_matches(m)?;
+    let o = suite_options(SuiteArgs::from_arg_matches(m)?)?;
+    let rt = runtime(Some(o.threads))?;
+    let results = suite::run_suite(&o, &rt)?;
+    let errors = results.error_count();
+    if errors > 0 || !results.failures.is_empty() {
+        eprintln!(
+            "rush-bench suite: {errors} failed requests, {} failed runs (see the report)",
+            results.failures.len()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn suite_options(a: SuiteArgs) -> anyhow::Result<SuiteOptions> {
     let mut o = SuiteOptions::new(a.rushd, a.redis_server, a.quick);
     o.out = a.out;
     o.shards = a.shards;
@@ -383,18 +404,9 @@ fn run_suite(m: &ArgMatches) -> anyhow::Result<ExitCode> {
     }
     o.data_dir = a.data_dir;
     o.calibrate &= !a.no_calibrate;
+    o.pin = a.pin;
     o.threads = a.threads.unwrap_or_else(cores).max(1);
-    let rt = runtime(Some(o.threads))?;
-    let results = suite::run_suite(&o, &rt)?;
-    let errors = results.error_count();
-    if errors > 0 || !results.failures.is_empty() {
-        eprintln!(
-            "rush-bench suite: {errors} failed requests, {} failed runs (see the report)",
-            results.failures.len()
-        );
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(o)
 }
 
 fn run_report(m: &ArgMatches) -> anyhow::Result<ExitCode> {
@@ -409,8 +421,37 @@ fn run_report(m: &ArgMatches) -> anyhow::Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn cli_is_consistent() {
         super::cli().debug_assert();
+    }
+
+    fn suite(args: &[&str]) -> SuiteOptions {
+        let m = cli()
+            .try_get_matches_from(["rush-bench", "suite"].iter().chain(args))
+            .expect("parses");
+        let (name, sub) = m.subcommand().expect("a subcommand");
+        assert_eq!(name, "suite");
+        suite_options(SuiteArgs::from_arg_matches(sub).expect("suite args")).expect("options")
+    }
+
+    #[test]
+    fn pin_is_a_suite_option() {
+        assert!(!suite(&[]).pin);
+        let o = suite(&["--pin"]);
+        assert!(o.pin && !o.quick);
+        // A short pinned pass for smoke tests.
+        let o = suite(&["--quick", "--pin", "--servers", "rush"]);
+        assert!(o.pin && o.quick);
+        assert_eq!(o.pipelines, [16]);
+        assert_eq!(o.servers, [ServerKind::Rush]);
+        assert!(cli()
+            .try_get_matches_from(["rush-bench", "suite", "--pin=2"])
+            .is_err());
+        assert!(cli()
+            .try_get_matches_from(["rush-bench", "kv-set", "--target", "rush://h:1", "--pin"])
+            .is_err());
     }
 }

@@ -1,11 +1,12 @@
 //! `REPORT.md` from a suite's results: the machine first, then the
 //! durability of each server, a headline table, a table per workload (ops/s,
 //! p50, p99, p99.9 per server, and the ratio Rush/Redis), latency against
-//! offered load, errors; charts beside it. Every number comes from one
+//! offered load, errors; charts beside it; the pinned layout's headline and
+//! CPU per operation when the suite ran it. Every number comes from one
 //! `results.json`, written next to the report.
 
 use crate::charts;
-use crate::suite::{ServerKind, SuiteResults, SuiteRun};
+use crate::suite::{Layout, ServerKind, SuiteResults, SuiteRun};
 use crate::workload::WORKLOADS;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -40,17 +41,18 @@ pub fn write(results: &SuiteResults, out: &Path) -> anyhow::Result<()> {
 /// Workload names in report order: registered ones first, then any others
 /// found in the results (from an older or newer build).
 fn workload_order(results: &SuiteResults) -> Vec<String> {
+    workload_order_of(results, SuiteRun::main_matrix)
+}
+
+/// [`workload_order`] of the runs `keep` selects.
+fn workload_order_of(results: &SuiteResults, keep: impl Fn(&SuiteRun) -> bool) -> Vec<String> {
+    let kept: Vec<&SuiteRun> = results.runs.iter().filter(|r| keep(r)).collect();
     let mut names: Vec<String> = WORKLOADS
         .iter()
         .map(|e| e.name.to_string())
-        .filter(|n| {
-            results
-                .runs
-                .iter()
-                .any(|r| &r.report.workload == n && r.variant.is_none())
-        })
+        .filter(|n| kept.iter().any(|r| &r.report.workload == n))
         .collect();
-    for r in results.runs.iter().filter(|r| r.variant.is_none()) {
+    for r in kept {
         if !names.contains(&r.report.workload) {
             names.push(r.report.workload.clone());
         }
@@ -74,11 +76,36 @@ pub fn peak_run<'a>(
 ) -> Option<&'a SuiteRun> {
     results.runs.iter().find(|r| {
         r.fraction.is_none()
-            && r.variant.is_none()
+            && r.main_matrix()
             && r.server == server
             && r.report.workload == workload
             && r.report.pipeline == pipeline
     })
+}
+
+/// The closed-loop run of `workload` on `server` at `pipeline` in the
+/// pinned layout.
+pub fn pinned_run<'a>(
+    results: &'a SuiteResults,
+    workload: &str,
+    server: ServerKind,
+    pipeline: usize,
+) -> Option<&'a SuiteRun> {
+    results.runs.iter().find(|r| {
+        r.fraction.is_none()
+            && r.layout == Layout::Pinned
+            && r.server == server
+            && r.report.workload == workload
+            && r.report.pipeline == pipeline
+    })
+}
+
+/// Closed-loop runs in the pinned layout.
+fn pinned_runs(results: &SuiteResults) -> impl Iterator<Item = &SuiteRun> {
+    results
+        .runs
+        .iter()
+        .filter(|r| r.layout == Layout::Pinned && r.fraction.is_none())
 }
 
 /// Open-loop steps of `workload` on `server`, by offered rate.
@@ -92,7 +119,7 @@ pub fn sweep_runs<'a>(
         .iter()
         .filter(|r| {
             r.fraction.is_some()
-                && r.variant.is_none()
+                && r.main_matrix()
                 && r.server == server
                 && r.report.workload == workload
         })
@@ -110,7 +137,7 @@ fn pipelines(results: &SuiteResults) -> Vec<usize> {
     let mut p: Vec<usize> = results
         .runs
         .iter()
-        .filter(|r| r.fraction.is_none() && r.variant.is_none())
+        .filter(|r| r.fraction.is_none() && r.main_matrix())
         .map(|r| r.report.pipeline)
         .collect();
     p.sort_unstable();
@@ -151,6 +178,48 @@ fn about(workload: &str) -> &'static str {
         .map_or("", |e| e.about)
 }
 
+/// The headline run of a workload on a server (shared or pinned layout).
+type Lookup<'a> = &'a dyn Fn(&str, ServerKind) -> Option<&'a SuiteRun>;
+
+/// Throughput of every workload on Rush and on each Redis, with the ratios.
+fn throughput_table(s: &mut String, names: &[String], redis: &[ServerKind], run: Lookup) {
+    let mut head = String::from("| Workload | Rush ops/s |");
+    let mut rule = String::from("|---|---:|");
+    for k in redis {
+        let _ = write!(head, " {} ops/s | Rush/Redis |", k.label());
+        rule.push_str("---:|---:|");
+    }
+    let _ = writeln!(s, "{head}\n{rule}");
+    for w in names {
+        let rush = run(w, ServerKind::Rush).map(|r| r.report.throughput);
+        let mut row = format!("| {w} | {} |", rush.map_or("–".into(), ops));
+        for k in redis {
+            let other = run(w, *k).map(|r| r.report.throughput);
+            let _ = write!(
+                row,
+                " {} | {} |",
+                other.map_or("–".into(), ops),
+                match (rush, other) {
+                    (Some(a), Some(b)) => ratio(a, b),
+                    _ => "–".into(),
+                }
+            );
+        }
+        let _ = writeln!(s, "{row}");
+    }
+    let _ = writeln!(s);
+}
+
+/// True when the headline runs on one of `servers` measured the server's
+/// CPU time.
+fn cpu_measured(names: &[String], servers: &[ServerKind], run: Lookup) -> bool {
+    names.iter().any(|w| {
+        servers
+            .iter()
+            .any(|k| run(w, *k).is_some_and(|r| r.report.server_cpu_secs.is_some()))
+    })
+}
+
 /// Server and client CPU time per answered operation in the headline runs:
 /// what each side costs, apart from how the two shared the cores.
 fn cpu_section(
@@ -160,12 +229,8 @@ fn cpu_section(
     redis: &[ServerKind],
     top: usize,
 ) {
-    let us = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.1}"));
-    let measured = names.iter().any(|w| {
-        peak_run(results, w, ServerKind::Rush, top)
-            .is_some_and(|r| r.report.server_cpu_secs.is_some())
-    });
-    if !measured {
+    let run = |w: &str, k| peak_run(results, w, k, top);
+    if !cpu_measured(names, &[ServerKind::Rush], &run) {
         return;
     }
     let _ = writeln!(
@@ -180,6 +245,12 @@ fn cpu_section(
          needs more CPU per operation is slower no matter how the cores are shared; the \
          client column is the same harness driving each server.\n"
     );
+    cpu_table(s, names, redis, &run);
+}
+
+/// Server and client µs per operation of every workload on each server.
+fn cpu_table(s: &mut String, names: &[String], redis: &[ServerKind], run: Lookup) {
+    let us = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.1}"));
     let mut head = String::from("| Workload | Rush server µs/op | client µs/op |");
     let mut rule = String::from("|---|---:|---:|");
     for k in redis {
@@ -188,14 +259,14 @@ fn cpu_section(
     }
     let _ = writeln!(s, "{head}\n{rule}");
     for w in names {
-        let rush = peak_run(results, w, ServerKind::Rush, top);
+        let rush = run(w, ServerKind::Rush);
         let mut row = format!(
             "| {w} | {} | {} |",
             us(rush.and_then(|r| r.report.server_cpu_us_per_op())),
             us(rush.and_then(|r| r.report.client_cpu_us_per_op()))
         );
         for k in redis {
-            let r = peak_run(results, w, *k, top);
+            let r = run(w, *k);
             let _ = write!(
                 row,
                 " {} | {} |",
@@ -215,9 +286,10 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
     let _ = writeln!(s, "# Rush vs Redis — benchmark report\n");
     let _ = writeln!(
         s,
-        "Generated by `bench/compare.sh{}` on {} ({} mode). Every number below comes from this one run; \
+        "Generated by `bench/compare.sh{}{}` on {} ({} mode). Every number below comes from this one run; \
          the raw figures are in `results.json`.\n",
         if results.mode == "quick" { " --quick" } else { "" },
+        pin_flag(results),
         results.generated,
         results.mode
     );
@@ -227,6 +299,20 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
         "- **CPU:** {}, **{} cores** — shared by the client and the server under test (one server runs at a time)",
         m.cpu, m.cores
     );
+    if pinned_runs(results).next().is_some() {
+        let _ = writeln!(
+            s,
+            "- **Pinned layout:** the headline runs again with {} — see \
+             \"Pinned layout (server on one core, client on the other)\"",
+            match &results.pinned {
+                Some(p) => format!(
+                    "the server on CPU {} and the client on CPU {}",
+                    p.server_cpu, p.client_cpu
+                ),
+                None => "the server on one CPU and the client on another".into(),
+            }
+        );
+    }
     let _ = writeln!(
         s,
         "- **Memory:** {:.1} GiB · **kernel** {} · **load average** (1 min) at start {}{} · **data directories** on {}",
@@ -313,31 +399,7 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
         s,
         "## Headline (closed loop, {top} in flight per connection)\n"
     );
-    let mut head = String::from("| Workload | Rush ops/s |");
-    let mut rule = String::from("|---|---:|");
-    for k in &redis {
-        let _ = write!(head, " {} ops/s | Rush/Redis |", k.label());
-        rule.push_str("---:|---:|");
-    }
-    let _ = writeln!(s, "{head}\n{rule}");
-    for w in &names {
-        let rush = peak_run(results, w, ServerKind::Rush, top).map(|r| r.report.throughput);
-        let mut row = format!("| {w} | {} |", rush.map_or("–".into(), ops));
-        for k in &redis {
-            let other = peak_run(results, w, *k, top).map(|r| r.report.throughput);
-            let _ = write!(
-                row,
-                " {} | {} |",
-                other.map_or("–".into(), ops),
-                match (rush, other) {
-                    (Some(a), Some(b)) => ratio(a, b),
-                    _ => "–".into(),
-                }
-            );
-        }
-        let _ = writeln!(s, "{row}");
-    }
-    let _ = writeln!(s);
+    throughput_table(&mut s, &names, &redis, &|w, k| peak_run(results, w, k, top));
     if let Some(f) = &charts.throughput {
         let _ = writeln!(s, "![Throughput per workload]({f})\n");
     }
@@ -380,6 +442,8 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
         }
         let _ = writeln!(s);
     }
+
+    pinned_section(&mut s, results);
 
     for w in &names {
         let _ = writeln!(s, "## {w}\n");
@@ -501,11 +565,88 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
     let _ = writeln!(s, "## Reproduce\n");
     let _ = writeln!(
         s,
-        "```sh\nbench/compare.sh{}{}    # builds rushd and rush-bench, installs redis-server if missing\n```",
+        "```sh\nbench/compare.sh{}{}{}    # builds rushd and rush-bench, installs redis-server if missing\n```",
         if results.mode == "quick" { " --quick" } else { "" },
-        if results.rushd_profile == "debug" { " --debug" } else { "" }
+        if results.rushd_profile == "debug" { " --debug" } else { "" },
+        pin_flag(results)
     );
     s
+}
+
+/// " --pin" when the results hold pinned runs.
+fn pin_flag(results: &SuiteResults) -> &'static str {
+    if results.pinned.is_some() || pinned_runs(results).next().is_some() {
+        " --pin"
+    } else {
+        ""
+    }
+}
+
+/// The headline again in the pinned layout: throughput with the ratios, and
+/// CPU per operation, at the deepest pipeline the pinned runs used.
+fn pinned_section(s: &mut String, results: &SuiteResults) {
+    let Some(top) = pinned_runs(results).map(|r| r.report.pipeline).max() else {
+        return;
+    };
+    let names = workload_order_of(results, |r| {
+        r.layout == Layout::Pinned && r.fraction.is_none()
+    });
+    let redis: Vec<ServerKind> = ServerKind::ALL
+        .into_iter()
+        .filter(|k| *k != ServerKind::Rush && pinned_runs(results).any(|r| r.server == *k))
+        .collect();
+    let run = |w: &str, k| pinned_run(results, w, k, top);
+    let _ = writeln!(
+        s,
+        "## Pinned layout (server on one core, client on the other)\n"
+    );
+    let (cpus, client, shards) = match &results.pinned {
+        Some(p) => (
+            format!(
+                "on CPU {} (started under `taskset -c {}`",
+                p.server_cpu, p.server_cpu
+            ),
+            format!(
+                "on CPU {} ({} runtime thread{})",
+                p.client_cpu,
+                p.client_threads,
+                if p.client_threads == 1 { "" } else { "s" }
+            ),
+            p.rush_shards.to_string(),
+        ),
+        None => (
+            "on one CPU (started under `taskset -c`".into(),
+            "on another".into(),
+            "1".into(),
+        ),
+    };
+    let _ = writeln!(
+        s,
+        "The headline's closed-loop runs made again on fresh servers, {top} in flight on each of \
+         {} connections: each server alone {cpus}, so its background threads — RocksDB's, \
+         Redis's — are there too; rushd with `--shards {shards}`), the bench client {client}. \
+         Neither side can take the other's core: each server's figure is what it does with \
+         one core, against a client with one core of its own.\n",
+        results.connections
+    );
+    let _ = writeln!(
+        s,
+        "### Throughput, pinned ({top} in flight per connection)\n"
+    );
+    throughput_table(s, &names, &redis, &run);
+    if cpu_measured(&names, &ServerKind::ALL, &run) {
+        let _ = writeln!(
+            s,
+            "### CPU per operation, pinned ({top} in flight per connection)\n"
+        );
+        let _ = writeln!(
+            s,
+            "CPU time (user + system) of the server process, and of the bench client, over the \
+             measured run, divided by the operations answered, as in \"CPU per operation\" \
+             above but with each side on its own core.\n"
+        );
+        cpu_table(s, &names, &redis, &run);
+    }
 }
 
 /// "40.0% miss" / "12.1% denied": the answers that were not a plain success.
@@ -1096,6 +1237,176 @@ mod tests {
         assert_eq!(ms(2500.0), "2.50");
         assert_eq!(ms(12_340.0), "12.3");
         assert_eq!(ms(250_000.0), "250");
+    }
+
+    use serde_json::{json, Value};
+
+    /// One run as results.json holds it; `layout` and `variant` are left
+    /// out when `None` (as in results written before layouts existed).
+    fn run_json(
+        server: &str,
+        workload: &str,
+        throughput: f64,
+        layout: Option<&str>,
+        variant: Option<&str>,
+    ) -> Value {
+        let mut run = json!({
+            "server": server,
+            "fraction": null,
+            "report": {
+                "workload": workload, "side": "rush", "target": "rush://127.0.0.1:1",
+                "label": null, "durability": null, "mode": "closed",
+                "connections": 50, "pipeline": 16, "rate": null, "keys": 1000,
+                "dist": "uniform", "value_size": 100, "preloaded": 0, "preload_secs": 0.0,
+                "ok": throughput as u64 * 3, "misses": 0, "errors": 0, "error_types": {},
+                "elapsed_secs": 3.0, "throughput": throughput,
+                "latency": {"min_us": 10.0, "mean_us": 100.0, "p50_us": 90.0, "p90_us": 200.0,
+                            "p99_us": 400.0, "p999_us": 800.0, "max_us": 1000.0},
+                "server_cpu_secs": 1.5, "client_cpu_secs": 2.0
+            },
+            "load_average": 1.0
+        });
+        if let Some(l) = layout {
+            run["layout"] = json!(l);
+        }
+        if let Some(v) = variant {
+            run["variant"] = json!(v);
+        }
+        run
+    }
+
+    fn results_json(runs: Vec<Value>, pinned: Option<Value>) -> Value {
+        let mut r = json!({
+            "mode": "full", "generated": "2026-12-01 10:00 UTC",
+            "machine": {"cpu": "Test CPU", "cores": 2, "memory_gib": 8.0, "kernel": "6.1",
+                        "load_average": "0.5", "data_fs": "ext4"},
+            "rushd": "target/release/rushd", "rushd_profile": "release",
+            "rush_shards": "2 (one per core)", "redis_version": "7.0.15",
+            "connections": 50, "client_threads": 2, "duration_secs": 3.0, "sweep_secs": 1.0,
+            "keys": 1000, "dist": "uniform", "value_size": 100,
+            "runs": runs, "failures": []
+        });
+        if let Some(p) = pinned {
+            r["pinned"] = p;
+        }
+        r
+    }
+
+    fn shared_runs(layout: Option<&str>) -> Vec<Value> {
+        vec![
+            run_json("rush", "kv-set", 100_000.0, layout, None),
+            run_json("redis-everysec", "kv-set", 50_000.0, layout, None),
+            run_json("redis-always", "kv-set", 25_000.0, layout, None),
+        ]
+    }
+
+    fn render(json: &Value) -> (SuiteResults, String) {
+        let text = serde_json::to_string_pretty(json).unwrap();
+        let results: SuiteResults = serde_json::from_str(&text).expect("results.json loads");
+        let md = markdown(&results, &charts::Drawn::default());
+        (results, md)
+    }
+
+    #[test]
+    fn results_without_layouts_load_as_shared() {
+        let (results, md) = render(&results_json(shared_runs(None), None));
+        assert!(results.pinned.is_none());
+        assert!(results.runs.iter().all(|r| r.layout == Layout::Shared));
+        assert!(
+            md.contains("| kv-set | 100,000 | 50,000 | 2.00× | 25,000 | 4.00× |"),
+            "{md}"
+        );
+        assert!(!md.contains("Pinned layout"), "{md}");
+        assert!(!md.contains("--pin"), "{md}");
+        // Written again, every run says which layout it used.
+        let again = serde_json::to_value(&results).unwrap();
+        assert!(again["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["layout"] == "shared"));
+    }
+
+    #[test]
+    fn the_checked_in_results_load() {
+        let text = include_str!("../results/results.json");
+        let results: SuiteResults = serde_json::from_str(text).expect("results.json loads");
+        if !text.contains("\"layout\"") {
+            assert!(results.runs.iter().all(|r| r.layout == Layout::Shared));
+        }
+        let md = markdown(&results, &charts::Drawn::default());
+        assert!(md.contains("## Headline"));
+    }
+
+    #[test]
+    fn pinned_runs_have_their_own_section() {
+        let mut runs = shared_runs(Some("shared"));
+        for (server, t) in [
+            ("rush", 90_000.0),
+            ("redis-everysec", 60_000.0),
+            ("redis-always", 30_000.0),
+        ] {
+            runs.push(run_json(
+                server,
+                "kv-set",
+                t,
+                Some("pinned"),
+                Some("pinned"),
+            ));
+        }
+        let pinned =
+            json!({"server_cpu": 2, "client_cpu": 5, "client_threads": 1, "rush_shards": 1});
+        let (results, md) = render(&results_json(runs, Some(pinned)));
+        assert_eq!(results.pinned.as_ref().map(|p| p.server_cpu), Some(2));
+        assert_eq!(
+            results
+                .runs
+                .iter()
+                .filter(|r| r.layout == Layout::Pinned)
+                .count(),
+            3
+        );
+
+        // Today's sections keep the shared figures only.
+        let headline = md.find("## Headline").unwrap();
+        let section = md
+            .find("## Pinned layout (server on one core, client on the other)")
+            .expect("pinned section");
+        assert!(headline < section);
+        let before = &md[..section];
+        assert!(before.contains("| kv-set | 100,000 | 50,000 | 2.00× | 25,000 | 4.00× |"));
+        assert!(before.contains("| kv-set | 5.0 | 6.7 | 10.0 | 13.3 | 20.0 | 26.7 |"));
+        assert!(!before.contains("90,000"), "{md}");
+        let per_workload = md.find("## kv-set").unwrap();
+        assert!(section < per_workload);
+        assert!(!md[per_workload..].contains("| 90,000 |"), "{md}");
+
+        // The pinned section: throughput with ratios, then CPU per operation.
+        let pinned = &md[section..per_workload];
+        assert!(
+            pinned.contains("CPU 2 (started under `taskset -c 2`"),
+            "{pinned}"
+        );
+        assert!(pinned.contains("the bench client on CPU 5 (1 runtime thread)"));
+        assert!(pinned.contains("`--shards 1`"));
+        assert!(
+            pinned.contains("| kv-set | 90,000 | 60,000 | 1.50× | 30,000 | 3.00× |"),
+            "{pinned}"
+        );
+        let cpu = pinned
+            .find("### CPU per operation, pinned (16 in flight per connection)")
+            .expect("pinned CPU table");
+        // 1.5 s server and 2 s client CPU over 3 s at each throughput.
+        assert!(
+            pinned[cpu..].contains("| kv-set | 5.6 | 7.4 | 8.3 | 11.1 | 16.7 | 22.2 |"),
+            "{pinned}"
+        );
+        assert!(pinned[cpu..].contains("| Workload | Rush server µs/op | client µs/op |"));
+
+        // The machine and the command line say the run was pinned.
+        assert!(md.contains("- **Pinned layout:** the headline runs again with the server on CPU 2 and the client on CPU 5"));
+        assert!(md.contains("`bench/compare.sh --pin`"), "{md}");
+        assert!(md.contains("bench/compare.sh --pin    #"), "{md}");
     }
 
     #[test]

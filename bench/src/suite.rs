@@ -9,6 +9,12 @@
 //! mode. Servers are started and stopped from the calling thread (so their
 //! parent-death signal stays armed: if the suite dies, they die too), one at
 //! a time, so no two servers compete for the cores.
+//!
+//! Client and server share every core (the *shared* layout). With `--pin`
+//! the headline closed-loop runs are made again in a *pinned* layout: the
+//! server under test on the first CPU of this process's allowed set (started
+//! under `taskset`, so its background threads are there too) and the client
+//! on the second.
 
 use crate::dist::Dist;
 use crate::driver::{RunOptions, Stop};
@@ -162,6 +168,9 @@ pub struct SuiteOptions {
     pub scale_servers: Vec<ServerKind>,
     /// Also run every workload on a one-shard rushd.
     pub one_shard: bool,
+    /// Also run the headline closed-loop runs in the pinned layout (server
+    /// on one CPU, client on another).
+    pub pin: bool,
 }
 
 impl SuiteOptions {
@@ -204,8 +213,21 @@ impl SuiteOptions {
             // cost); one Redis keeps the 10M-key preloads affordable.
             scale_servers: vec![ServerKind::Rush, ServerKind::RedisEverysec],
             one_shard: true,
+            pin: false,
         }
     }
+}
+
+/// How the server under test and the client shared the machine's cores.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// Client and server on every core, scheduled as the kernel likes (and
+    /// the layout of results written before layouts were recorded).
+    #[default]
+    Shared,
+    /// The server on one CPU, the client on another ([`Pinning`] says which).
+    Pinned,
 }
 
 /// One measured run of the suite.
@@ -215,12 +237,37 @@ pub struct SuiteRun {
     /// Open-loop step: the fraction of the closed-loop peak offered.
     pub fraction: Option<f64>,
     pub report: RunReport,
-    /// `None`: the main matrix; [`VARIANT_SCALING`] or [`VARIANT_ONE_SHARD`].
+    /// `None`: the main matrix; [`VARIANT_SCALING`], [`VARIANT_ONE_SHARD`]
+    /// or [`VARIANT_PINNED`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
+    /// The cores' layout during the run (absent in older results: shared).
+    #[serde(default)]
+    pub layout: Layout,
     /// The machine's 1-minute load average when the run ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_average: Option<f64>,
+}
+
+impl SuiteRun {
+    /// Part of the main matrix (phase 1, shared layout): the runs the
+    /// headline, the per-workload tables and the charts are made of.
+    pub fn main_matrix(&self) -> bool {
+        self.variant.is_none() && self.layout == Layout::Shared
+    }
+}
+
+/// The CPUs of the pinned layout (`--pin`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pinning {
+    /// The server under test ran on this CPU alone (`taskset -c`).
+    pub server_cpu: usize,
+    /// The bench client ran on this CPU alone.
+    pub client_cpu: usize,
+    /// The client's runtime threads in the pinned runs.
+    pub client_threads: usize,
+    /// rushd's `--shards` in the pinned runs.
+    pub rush_shards: usize,
 }
 
 /// What a server holds in memory and on disk for a number of links.
@@ -289,6 +336,10 @@ pub struct SuiteResults {
     /// How long the whole suite ran.
     #[serde(default)]
     pub suite_secs: f64,
+    /// The pinned layout's CPUs, when the suite ran it (`--pin`); its runs
+    /// have [`Layout::Pinned`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<Pinning>,
 }
 
 /// One redis-benchmark figure.
@@ -322,6 +373,9 @@ impl SuiteResults {
 ///    the memory and disk per link measured; then `lookups` at each size.
 /// 3. **One shard**: rushd restarted with `--shards 1`, every workload once
 ///    at the deepest pipeline, to compare with phase 1's rushd.
+/// 4. **Pinned** (`pin`): every workload on every server again, closed loop
+///    at the deepest pipeline (the headline's), each server alone on one
+///    CPU (rushd with one shard) and this process on another.
 pub fn run_suite(
     opts: &SuiteOptions,
     rt: &tokio::runtime::Runtime,
@@ -333,6 +387,13 @@ pub fn run_suite(
             .iter()
             .map(|n| crate::workload::find(n).with_context(|| format!("unknown workload {n:?}")))
             .collect::<anyhow::Result<_>>()?
+    };
+    // Before anything runs: --pin on a machine that cannot do it fails now,
+    // not after the shared layout's hour.
+    let pin = if opts.pin {
+        Some(Pin::resolve()?)
+    } else {
+        None
     };
     let data_parent = data_parent(opts.data_dir.as_deref())?;
     install_signal_handler(rt);
@@ -371,6 +432,7 @@ pub fn run_suite(
         footprint: Vec::new(),
         load_average_end: String::new(),
         suite_secs: 0.0,
+        pinned: None,
     };
     // Open-loop steps use the deepest pipeline, and its peak.
     let top = opts
@@ -382,6 +444,7 @@ pub fn run_suite(
     let mut suite = Suite {
         opts,
         rt,
+        pinned_rt: None,
         data_parent,
         top,
         results,
@@ -400,6 +463,14 @@ pub fn run_suite(
     }
     if opts.one_shard && opts.servers.contains(&ServerKind::Rush) && opts.shards != Some(1) {
         suite.one_shard(&entries)?;
+        suite.checkpoint();
+    }
+    if let Some(pin) = &pin {
+        // The shared layout's report is written even if this phase fails.
+        if let Err(e) = suite.pinned(&entries, pin) {
+            eprintln!("pinned layout failed: {e:#}");
+            suite.results.failures.push(format!("pinned layout: {e:#}"));
+        }
     }
     let mut results = suite.results;
     results.load_average_end = load_average();
@@ -412,10 +483,18 @@ pub fn run_suite(
 /// Which part of the suite a run belongs to (`None`: the main matrix).
 pub const VARIANT_SCALING: &str = "scaling";
 pub const VARIANT_ONE_SHARD: &str = "1-shard";
+/// Phase 4's runs (with [`Layout::Pinned`]).
+pub const VARIANT_PINNED: &str = "pinned";
+
+/// Client runtime threads in the pinned layout: the client has one core.
+pub const PINNED_CLIENT_THREADS: usize = 1;
 
 struct Suite<'a> {
     opts: &'a SuiteOptions,
     rt: &'a tokio::runtime::Runtime,
+    /// During phase 4: the pinned client's runtime (its threads on the
+    /// client's CPU). Runs made while it is set are [`Layout::Pinned`].
+    pinned_rt: Option<tokio::runtime::Runtime>,
     data_parent: PathBuf,
     top: usize,
     results: SuiteResults,
@@ -450,7 +529,11 @@ impl Suite<'_> {
             (None, Some(v)) => format!("({v}, {} keys, pipeline {})", o.params.keys, o.pipeline),
             (None, None) => format!("(pipeline {})", o.pipeline),
         };
-        match self.rt.block_on(entry.run(o)) {
+        let (rt, layout) = match &self.pinned_rt {
+            Some(rt) => (rt, Layout::Pinned),
+            None => (self.rt, Layout::Shared),
+        };
+        match rt.block_on(entry.run(o)) {
             Ok(r) => {
                 summarize(&r);
                 self.results.runs.push(SuiteRun {
@@ -458,6 +541,7 @@ impl Suite<'_> {
                     fraction,
                     report: r.clone(),
                     variant: variant.map(str::to_string),
+                    layout,
                     load_average: load_average().parse().ok(),
                 });
                 Some(r)
@@ -484,16 +568,31 @@ impl Suite<'_> {
         }
     }
 
-    fn start(&self, kind: ServerKind, shards: Option<usize>) -> anyhow::Result<Server> {
-        let server = Server::start(kind, self.opts, shards, &self.data_parent)
+    fn start(
+        &self,
+        kind: ServerKind,
+        shards: Option<usize>,
+        pin: Option<&Pin>,
+    ) -> anyhow::Result<Server> {
+        let on = pin.map(|p| (p.taskset.as_path(), p.server_cpu));
+        let server = Server::start(kind, self.opts, shards, &self.data_parent, on)
             .with_context(|| format!("starting {}", kind.label()))?;
-        eprintln!("== {} on {} ==", kind.label(), server.target);
+        match pin {
+            None => eprintln!("== {} on {} ==", kind.label(), server.target),
+            Some(p) => eprintln!(
+                "== {} on {}, pinned to CPU {} (client on CPU {}) ==",
+                kind.label(),
+                server.target,
+                p.server_cpu,
+                p.client_cpu
+            ),
+        }
         Ok(server)
     }
 
     /// Phase 1: every workload against `kind`.
     fn every_workload(&mut self, kind: ServerKind, entries: &[&Entry]) -> anyhow::Result<()> {
-        let server = self.start(kind, self.opts.shards)?;
+        let server = self.start(kind, self.opts.shards, None)?;
         let opts = self.opts;
         for entry in entries {
             let mut loaded = false;
@@ -563,7 +662,7 @@ impl Suite<'_> {
         if resolve.is_none() && lookups.is_none() {
             return Ok(());
         }
-        let server = self.start(kind, self.opts.shards)?;
+        let server = self.start(kind, self.opts.shards, None)?;
         let empty = self.measure(&server, kind, 0, None)?;
         let mut sizes = opts.scale_keys.clone();
         sizes.sort_unstable();
@@ -649,7 +748,7 @@ impl Suite<'_> {
     /// Phase 3: every workload once on a one-shard rushd.
     fn one_shard(&mut self, entries: &[&Entry]) -> anyhow::Result<()> {
         let kind = ServerKind::Rush;
-        let server = self.start(kind, Some(1))?;
+        let server = self.start(kind, Some(1), None)?;
         let opts = self.opts;
         for entry in entries {
             let mut o = base_options(opts, kind, &server, self.top);
@@ -660,6 +759,217 @@ impl Suite<'_> {
             self.run(entry, o, kind, None, Some(VARIANT_ONE_SHARD));
         }
         server.stop()
+    }
+
+    /// Phase 4: the headline closed-loop runs again in the pinned layout.
+    /// This whole process (the client) is moved to the client's CPU for the
+    /// phase and back to its allowed set after it.
+    fn pinned(&mut self, entries: &[&Entry], pin: &Pin) -> anyhow::Result<()> {
+        self.results.pinned = Some(Pinning {
+            server_cpu: pin.server_cpu,
+            client_cpu: pin.client_cpu,
+            client_threads: PINNED_CLIENT_THREADS,
+            rush_shards: 1,
+        });
+        affinity::set_process(&[pin.client_cpu])
+            .with_context(|| format!("pinning the client to CPU {}", pin.client_cpu))?;
+        let result = self.pinned_runs(entries, pin);
+        // The runtime's threads end before the process is let go again.
+        self.pinned_rt = None;
+        if let Err(e) = affinity::set_process(&pin.allowed) {
+            eprintln!("could not give the client back CPUs {:?}: {e}", pin.allowed);
+        }
+        self.checkpoint();
+        result
+    }
+
+    fn pinned_runs(&mut self, entries: &[&Entry], pin: &Pin) -> anyhow::Result<()> {
+        let here = affinity::allowed(0).context("reading the client's CPU affinity")?;
+        anyhow::ensure!(
+            here == [pin.client_cpu],
+            "the client should run on CPU {} only, but may run on {here:?}",
+            pin.client_cpu
+        );
+        // Built now, from a pinned thread: its threads inherit the CPU.
+        self.pinned_rt = Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(PINNED_CLIENT_THREADS)
+                .thread_name("rush-bench-pinned")
+                .enable_all()
+                .build()
+                .context("starting the pinned client's runtime")?,
+        );
+        let opts = self.opts;
+        for &kind in &opts.servers {
+            // One shard per core, and the server has one.
+            let shards = (kind == ServerKind::Rush).then_some(1);
+            let server = self.start(kind, shards, Some(pin))?;
+            let on = affinity::allowed(server.child.id() as i32)
+                .with_context(|| format!("reading {}'s CPU affinity", server.name))?;
+            anyhow::ensure!(
+                on == [pin.server_cpu],
+                "{} should run on CPU {} only, but may run on {on:?}",
+                server.name,
+                pin.server_cpu
+            );
+            for entry in entries {
+                let mut o = base_options(opts, kind, &server, self.top);
+                o.params.preload = entry.reads_preloaded;
+                o.load = entry.reads_preloaded;
+                o.stop = Stop::Duration(opts.duration);
+                eprintln!(
+                    "-- {} · {} · {} in flight per connection · pinned (server CPU {}, client CPU {})",
+                    entry.name,
+                    kind.key(),
+                    self.top,
+                    pin.server_cpu,
+                    pin.client_cpu
+                );
+                self.run(entry, o, kind, None, Some(VARIANT_PINNED));
+            }
+            server.stop()?;
+            self.checkpoint();
+        }
+        Ok(())
+    }
+}
+
+/// The pinned layout's CPUs and the tool that puts a server on one.
+#[derive(Debug, Clone)]
+struct Pin {
+    taskset: PathBuf,
+    server_cpu: usize,
+    client_cpu: usize,
+    /// This process's allowed CPUs before phase 4 (given back after it).
+    allowed: Vec<usize>,
+}
+
+impl Pin {
+    /// The first two CPUs this process may run on, and `taskset`; an error
+    /// saying what is missing when either is.
+    fn resolve() -> anyhow::Result<Pin> {
+        let allowed = affinity::allowed(0).context("reading this process's CPU affinity")?;
+        let (server_cpu, client_cpu) = pin_cpus(&allowed)?;
+        let taskset = find_in_path("taskset").context(
+            "--pin needs taskset, which is not on PATH: it is in the util-linux package \
+             (apt-get install util-linux)",
+        )?;
+        Ok(Pin {
+            taskset,
+            server_cpu,
+            client_cpu,
+            allowed,
+        })
+    }
+}
+
+/// The server's and the client's CPU: the first two of `allowed`.
+fn pin_cpus(allowed: &[usize]) -> anyhow::Result<(usize, usize)> {
+    let mut cpus = allowed.to_vec();
+    cpus.sort_unstable();
+    cpus.dedup();
+    match cpus[..] {
+        [server, client, ..] => Ok((server, client)),
+        _ => bail!(
+            "--pin needs two CPUs (one for the server, one for the client), but this process \
+             may run on {} ({})",
+            match cpus.len() {
+                1 => "only one".to_string(),
+                n => n.to_string(),
+            },
+            if cpus.is_empty() {
+                "none".to_string()
+            } else {
+                format!(
+                    "CPU {}",
+                    cpus.iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        ),
+    }
+}
+
+/// `name` in a directory of `$PATH`.
+fn find_in_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// CPU affinity of threads (`sched_getaffinity`/`sched_setaffinity`).
+mod affinity {
+    use std::collections::HashSet;
+    use std::io;
+    use std::mem::size_of;
+
+    /// CPUs a `cpu_set_t` can name.
+    const CPUS: usize = 8 * size_of::<libc::cpu_set_t>();
+
+    /// The CPUs thread `tid` may run on (0: the calling thread; a process
+    /// id names its main thread), ascending.
+    pub fn allowed(tid: i32) -> io::Result<Vec<usize>> {
+        // SAFETY: an all-zero cpu_set_t is the empty set; the call writes
+        // at most size_of::<cpu_set_t>() bytes into it.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        if unsafe { libc::sched_getaffinity(tid, size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: CPU_ISSET reads the set we own, `c` below its size.
+        Ok((0..CPUS)
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect())
+    }
+
+    /// Let thread `tid` (0: the calling thread) run on `cpus` only.
+    pub fn set(tid: i32, cpus: &[usize]) -> io::Result<()> {
+        // SAFETY: as in `allowed`; CPU_SET writes into the set we own.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &c in cpus {
+            if c >= CPUS {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("CPU {c} is beyond what a cpu_set_t names"),
+                ));
+            }
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+        if unsafe { libc::sched_setaffinity(tid, size_of::<libc::cpu_set_t>(), &set) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Every thread of this process onto `cpus`. A thread started meanwhile
+    /// takes its creator's mask, which may be the old one, so passes repeat
+    /// until one finds no thread it had not set; threads started after that
+    /// are started by pinned threads.
+    pub fn set_process(cpus: &[usize]) -> io::Result<()> {
+        let mut done = HashSet::new();
+        loop {
+            let mut new = false;
+            for entry in std::fs::read_dir("/proc/self/task")? {
+                let name = entry?.file_name();
+                let Some(tid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                    continue;
+                };
+                if !done.insert(tid) {
+                    continue;
+                }
+                new = true;
+                match set(tid, cpus) {
+                    // ESRCH: the thread ended meanwhile.
+                    Err(e) if e.raw_os_error() != Some(libc::ESRCH) => return Err(e),
+                    _ => {}
+                }
+            }
+            if !new {
+                return Ok(());
+            }
+        }
     }
 }
 
@@ -806,20 +1116,26 @@ struct Server {
 }
 
 impl Server {
+    /// `on`: start it under `taskset -c CPU` (the taskset binary and the CPU).
     fn start(
         kind: ServerKind,
         opts: &SuiteOptions,
         shards: Option<usize>,
         data_parent: &Path,
+        on: Option<(&Path, usize)>,
     ) -> anyhow::Result<Server> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("rush-bench-{}-", kind.key()))
             .tempdir_in(data_parent)
             .context("creating a data directory")?;
         let server = match kind {
-            ServerKind::Rush => start_rushd(&opts.rushd, shards, dir),
-            ServerKind::RedisEverysec => start_redis(&opts.redis_server, "everysec", dir),
-            ServerKind::RedisAlways => start_redis(&opts.redis_server, "always", dir),
+            ServerKind::Rush => start_rushd(server_command(&opts.rushd, on), shards, dir),
+            ServerKind::RedisEverysec => {
+                start_redis(server_command(&opts.redis_server, on), "everysec", dir)
+            }
+            ServerKind::RedisAlways => {
+                start_redis(server_command(&opts.redis_server, on), "always", dir)
+            }
         }?;
         *ACTIVE.lock().expect("not poisoned") =
             Some((server.child.id(), server.dir.path().to_path_buf()));
@@ -874,12 +1190,35 @@ fn spawn_tied(cmd: &mut Command) -> std::io::Result<Child> {
     cmd.spawn()
 }
 
+/// The command that runs server binary `bin`: the binary itself, or
+/// `taskset -c CPU bin` (taskset sets the mask and execs it: the same pid,
+/// and every thread the server starts inherits the CPU).
+fn server_command(bin: &Path, on: Option<(&Path, usize)>) -> Command {
+    match on {
+        None => Command::new(bin),
+        Some((taskset, cpu)) => {
+            let mut cmd = Command::new(taskset);
+            cmd.arg("-c").arg(cpu.to_string()).arg(bin);
+            cmd
+        }
+    }
+}
+
+/// The program a server command runs, for messages.
+fn program(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .take_while(|a| !a.to_string_lossy().starts_with("--"))
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn start_rushd(
-    bin: &Path,
+    mut cmd: Command,
     shards: Option<usize>,
     dir: tempfile::TempDir,
 ) -> anyhow::Result<Server> {
-    let mut cmd = Command::new(bin);
     cmd.args([
         "--listen",
         "127.0.0.1:0",
@@ -896,7 +1235,7 @@ fn start_rushd(
     if let Some(n) = shards {
         cmd.arg("--shards").arg(n.to_string());
     }
-    let mut child = spawn_tied(&mut cmd).with_context(|| format!("running {}", bin.display()))?;
+    let mut child = spawn_tied(&mut cmd).with_context(|| format!("running {}", program(&cmd)))?;
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     // The first line is "rushd serving ADDR http ADDR"; later ones (logs)
@@ -940,14 +1279,13 @@ fn start_rushd(
     })
 }
 
-fn start_redis(bin: &Path, fsync: &str, dir: tempfile::TempDir) -> anyhow::Result<Server> {
+fn start_redis(mut cmd: Command, fsync: &str, dir: tempfile::TempDir) -> anyhow::Result<Server> {
     // A free loopback port (the small race with other processes is harmless:
     // the readiness check below would fail loudly).
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
     let log = dir.path().join("redis.log");
-    let mut cmd = Command::new(bin);
     cmd.arg("--port")
         .arg(port.to_string())
         .args([
@@ -969,7 +1307,7 @@ fn start_redis(bin: &Path, fsync: &str, dir: tempfile::TempDir) -> anyhow::Resul
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    let mut child = spawn_tied(&mut cmd).with_context(|| format!("running {}", bin.display()))?;
+    let mut child = spawn_tied(&mut cmd).with_context(|| format!("running {}", program(&cmd)))?;
     let addr = format!("127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -1182,6 +1520,113 @@ mod tests {
         assert_eq!(profile_of(Path::new("target/release/rushd")), "release");
         assert_eq!(profile_of(Path::new("/x/target/debug/rushd")), "debug");
         assert_eq!(profile_of(Path::new("/usr/bin/rushd")), "unknown");
+    }
+
+    #[test]
+    fn pinned_cpus_are_the_first_two_allowed() {
+        assert_eq!(pin_cpus(&[0, 1]).unwrap(), (0, 1));
+        // Not machine-specific: whatever the allowed set is, its first two.
+        assert_eq!(pin_cpus(&[3, 5, 7]).unwrap(), (3, 5));
+        assert_eq!(pin_cpus(&[9, 2, 4]).unwrap(), (2, 4));
+        let one = pin_cpus(&[2]).unwrap_err().to_string();
+        assert!(one.contains("needs two CPUs"), "{one}");
+        assert!(one.contains("only one (CPU 2)"), "{one}");
+        assert!(pin_cpus(&[]).is_err());
+    }
+
+    #[test]
+    fn pinned_servers_start_under_taskset() {
+        let plain = server_command(Path::new("/b/rushd"), None);
+        assert_eq!(plain.get_program(), "/b/rushd");
+        assert_eq!(plain.get_args().count(), 0);
+        let mut pinned = server_command(Path::new("/b/rushd"), Some((Path::new("/t/taskset"), 3)));
+        assert_eq!(pinned.get_program(), "/t/taskset");
+        let args: Vec<_> = pinned.get_args().collect();
+        assert_eq!(args, ["-c", "3", "/b/rushd"]);
+        pinned.args(["--listen", "127.0.0.1:0"]);
+        assert_eq!(program(&pinned), "/t/taskset -c 3 /b/rushd");
+    }
+
+    #[test]
+    fn affinity_is_read_and_set_per_thread() {
+        let all = affinity::allowed(0).expect("sched_getaffinity");
+        assert!(!all.is_empty());
+        assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
+        // Pin a thread of our own; the others keep their mask.
+        let first = all[0];
+        let pinned = std::thread::spawn(move || {
+            affinity::set(0, &[first]).expect("sched_setaffinity");
+            affinity::allowed(0).expect("sched_getaffinity")
+        })
+        .join()
+        .unwrap();
+        assert_eq!(pinned, [first]);
+        assert_eq!(affinity::allowed(0).unwrap(), all);
+        assert!(affinity::set(0, &[1 << 20]).is_err());
+        // The whole process onto the set it already has: a no-op that works.
+        affinity::set_process(&all).expect("every thread");
+        assert_eq!(affinity::allowed(0).unwrap(), all);
+    }
+
+    #[test]
+    fn taskset_is_looked_up_on_path() {
+        assert!(find_in_path("sh").is_some());
+        assert!(find_in_path("no-such-tool-rush-bench").is_none());
+    }
+
+    #[test]
+    fn runs_without_a_layout_are_shared() {
+        let report = serde_json::to_value(RunReport {
+            workload: "kv-set".into(),
+            side: "rush".into(),
+            target: "rush://127.0.0.1:1".into(),
+            label: None,
+            durability: None,
+            mode: "closed".into(),
+            connections: 1,
+            pipeline: 1,
+            rate: None,
+            keys: 1,
+            dist: "uniform".into(),
+            value_size: 1,
+            preloaded: 0,
+            preload_secs: 0.0,
+            ok: 1,
+            misses: 0,
+            denied: 0,
+            errors: 0,
+            error_types: Default::default(),
+            elapsed_secs: 1.0,
+            throughput: 1.0,
+            latency: crate::stats::Latency {
+                min_us: 1.0,
+                mean_us: 1.0,
+                p50_us: 1.0,
+                p90_us: 1.0,
+                p99_us: 1.0,
+                p999_us: 1.0,
+                max_us: 1.0,
+            },
+            server_metrics: Default::default(),
+            server_cpu_secs: None,
+            client_cpu_secs: None,
+        })
+        .unwrap();
+        let old = serde_json::json!({"server": "rush", "fraction": null, "report": report});
+        let run: SuiteRun = serde_json::from_value(old).unwrap();
+        assert_eq!(run.layout, Layout::Shared);
+        assert!(run.main_matrix());
+        let mut pinned = run.clone();
+        pinned.layout = Layout::Pinned;
+        pinned.variant = Some(VARIANT_PINNED.into());
+        let json = serde_json::to_value(&pinned).unwrap();
+        assert_eq!(json["layout"], "pinned");
+        assert_eq!(json["variant"], "pinned");
+        let back: SuiteRun = serde_json::from_value(json).unwrap();
+        assert_eq!(back.layout, Layout::Pinned);
+        assert!(!back.main_matrix());
+        // A shared run says so too.
+        assert_eq!(serde_json::to_value(&run).unwrap()["layout"], "shared");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! figures and ratios are known).
 
 use rush_bench::stats::Latency;
-use rush_bench::suite::{Machine, ServerKind, SuiteResults, SuiteRun};
+use rush_bench::suite::{Layout, Machine, ServerKind, SuiteResults, SuiteRun};
 use rush_bench::RunReport;
 use std::collections::BTreeMap;
 
@@ -47,6 +47,7 @@ fn run(server: ServerKind, workload: &str, throughput: f64, rate: Option<f64>) -
             client_cpu_secs: Some(2.0),
         },
         variant: None,
+        layout: Layout::Shared,
         load_average: Some(1.5),
     }
 }
@@ -110,6 +111,7 @@ fn results() -> SuiteResults {
         footprint: Vec::new(),
         load_average_end: "2.5".into(),
         suite_secs: 90.0,
+        pinned: None,
     }
 }
 

@@ -217,6 +217,10 @@ commands! {
     0x03 "INFO" => Info(Info) -> InfoReply, idempotent = true;
     /// Which node serves which slot ranges.
     0x04 "CLUSTER_SLOTS" => ClusterSlots(ClusterSlots) -> ClusterSlotsReply, idempotent = true;
+    /// The node's shards and each one's slots.
+    0x05 "SHARDS" => Shards(Shards) -> ShardsReply, idempotent = true;
+    /// Have this connection served by one shard of the node.
+    0x06 "SHARD_BIND" => ShardBind(ShardBind) -> ShardBindReply, idempotent = true;
 
     // ── generic keys ─────────────────────────────────────────────────────
     0x10 "GET" => Get(Get) -> Option<Bytes>, idempotent = true;

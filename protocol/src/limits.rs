@@ -2,6 +2,8 @@
 //! daemon may configure tighter ones (never looser). PROTOCOL.md and the README
 //! list the same numbers; a test in `tests/golden.rs` keeps the document honest.
 
+/// Most shards a node runs (and a SHARDS answer may list).
+pub const MAX_SHARDS: usize = 1024;
 /// Default largest frame (bytes after the length prefix) a daemon accepts.
 pub const DEFAULT_MAX_FRAME: usize = 4 << 20;
 /// Hard ceiling for `max_frame` in any configuration.

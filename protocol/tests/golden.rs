@@ -72,6 +72,38 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
                 },
             ),
         ),
+        ("shards-request", request(4, Shards {})),
+        (
+            "shards-reply",
+            ok_reply::<Shards>(
+                4,
+                Reply::Shards(ShardsReply {
+                    ranges: vec![
+                        SlotRange {
+                            start: 0,
+                            end: 8191,
+                        },
+                        SlotRange {
+                            start: 8192,
+                            end: 16383,
+                        },
+                    ],
+                }),
+            ),
+        ),
+        ("shard-bind-request", request(5, ShardBind { shard: 1 })),
+        (
+            "shard-bind-reply",
+            ok_reply::<ShardBind>(
+                5,
+                Reply::ShardBind(ShardBindReply {
+                    shard: 1,
+                    shards: 2,
+                    first_slot: 8192,
+                    last_slot: 16383,
+                }),
+            ),
+        ),
         (
             "set-request",
             request(

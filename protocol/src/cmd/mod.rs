@@ -24,6 +24,8 @@ pub mod limits;
 pub mod links;
 mod ping;
 mod set;
+mod shard_bind;
+mod shards;
 mod ttl;
 
 pub use batch::{Batch, BatchReply};
@@ -49,6 +51,8 @@ pub use limits::*;
 pub use links::*;
 pub use ping::{Ping, Pong};
 pub use set::{Set, SetCond};
+pub use shard_bind::{ShardBind, ShardBindReply};
+pub use shards::{Shards, ShardsReply};
 pub use ttl::{Ttl, TtlReply};
 
 use crate::codec::{DecodeError, Reader};

@@ -172,12 +172,23 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         Side::Redis => workload.setup_redis(&redis).await,
     }
     .context("preparing the run")?;
+    // A shard-aware Rush connection is one socket per shard of the node:
+    // open only as many as make `--connections` sockets in all, and share
+    // them among the C connections' lanes, so both sides run the same
+    // number of sockets with the same requests in flight on each.
+    let sockets = conns.first().map_or(1, Conn::sockets).max(1);
+    let distinct = opts.connections.div_ceil(sockets);
+    conns.truncate(distinct.max(1).min(conns.len()));
     conns.extend(
         futures_util::future::try_join_all(
-            (conns.len()..opts.connections).map(|_| opts.target.connect(opts.timeout)),
+            (conns.len()..distinct).map(|_| opts.target.connect(opts.timeout)),
         )
         .await?,
     );
+    let distinct = conns.len();
+    let conns: Vec<Conn> = (0..opts.connections)
+        .map(|i| conns[i % distinct].clone())
+        .collect();
     let watch = opts.target.side == Side::Rush && !W::RUSH_METRICS.is_empty();
     let watch_from = if watch && !opts.metrics.is_empty() {
         Some(scrape_all(&opts.metrics, W::RUSH_METRICS).await?)

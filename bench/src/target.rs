@@ -7,7 +7,7 @@
 
 use crate::workload::{RedisConn, RushConn};
 use anyhow::{bail, Context};
-use rush_client::{Client, ClientOptions, Connection};
+use rush_client::{Client, ClientOptions, NodeConnection};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -128,6 +128,15 @@ pub enum Conn {
 }
 
 impl Conn {
+    /// Sockets behind this connection (a shard-aware Rush connection has
+    /// one per shard of the node).
+    pub fn sockets(&self) -> usize {
+        match self {
+            Conn::Rush(c) => c.sockets(),
+            Conn::Redis(_) => 1,
+        }
+    }
+
     pub fn rush(&self) -> Option<RushConn> {
         match self {
             Conn::Rush(c) => Some(c.clone()),
@@ -177,19 +186,20 @@ impl Target {
                 ))
             }
             Side::Rush => {
-                let c = Connection::connect(&self.addr, timeout)
-                    .await
-                    .with_context(|| format!("connecting to {self}"))?;
                 // What `Client` does first; a node with a token would refuse
-                // everything else (the bench doesn't take one yet).
+                // everything else (the bench doesn't take one yet). Then one
+                // connection per shard of the node, each bound to its shard,
+                // as rush-client does (`RUSH_BENCH_PER_SHARD=0`: one
+                // connection, the node forwards between its shards).
                 let hello = rush_protocol::cmd::Hello {
                     version: rush_protocol::frame::VERSION,
                     token: None,
                     client: "rush-bench".into(),
                 };
-                c.call(&hello, timeout)
+                let per_shard = std::env::var("RUSH_BENCH_PER_SHARD").map_or(true, |v| v != "0");
+                let (c, _) = NodeConnection::connect(&self.addr, timeout, None, &hello, per_shard)
                     .await
-                    .with_context(|| format!("HELLO to {self}"))?;
+                    .with_context(|| format!("connecting to {self}"))?;
                 Ok(Conn::Rush(RushConn::node(c, timeout)))
             }
             Side::Redis => {

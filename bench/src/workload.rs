@@ -70,7 +70,8 @@ impl Params {
 }
 
 /// A Rush connection with the run's request timeout: one node's
-/// multiplexed [`rush_client::Connection`], or — against a cluster — a
+/// multiplexed [`rush_client::NodeConnection`] (one connection per shard of
+/// the node, each request sent to its shard's), or — against a cluster — a
 /// [`rush_client::Client`] that loads the map and routes each request to
 /// the node serving its slot (one connection per node, multiplexed).
 #[derive(Clone)]
@@ -81,12 +82,12 @@ pub struct RushConn {
 
 #[derive(Clone)]
 enum RushLink {
-    Node(rush_client::Connection),
+    Node(rush_client::NodeConnection),
     Cluster(rush_client::Client),
 }
 
 impl RushConn {
-    pub fn node(conn: rush_client::Connection, timeout: Duration) -> RushConn {
+    pub fn node(conn: rush_client::NodeConnection, timeout: Duration) -> RushConn {
         RushConn {
             link: RushLink::Node(conn),
             timeout,
@@ -97,6 +98,15 @@ impl RushConn {
         RushConn {
             link: RushLink::Cluster(client),
             timeout,
+        }
+    }
+
+    /// Sockets this connection uses (one per shard of the node when
+    /// shard-aware; the cluster client's are its own business: 1).
+    pub fn sockets(&self) -> usize {
+        match &self.link {
+            RushLink::Node(c) => c.len(),
+            RushLink::Cluster(_) => 1,
         }
     }
 

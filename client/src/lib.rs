@@ -8,9 +8,11 @@
 //! # Ok(()) }
 //! ```
 //!
-//! One [`Client`] keeps one multiplexed connection per node: clone it freely
-//! and call from many tasks; requests are pipelined and answers matched by
-//! request id. Against a cluster, connect to any node: the client loads the
+//! One [`Client`] keeps one multiplexed connection per shard of each node
+//! ([`NodeConnection`]: each bound to its shard with SHARD_BIND, so every
+//! request goes straight to the thread that runs it; `per_shard = false`
+//! keeps one per node): clone it freely and call from many tasks; requests
+//! are pipelined and answers matched by request id. Against a cluster, connect to any node: the client loads the
 //! map and sends each request to the node serving its slot (generated codes
 //! and envelope ids carry theirs), following MOVED (refreshing the map) and
 //! ASK. A lost connection is re-established with backoff; idempotent
@@ -30,6 +32,7 @@ mod error;
 mod limits;
 mod links;
 mod routing;
+mod shards;
 
 pub use batch::BatchBuilder;
 pub use connection::{Connection, Tls};
@@ -38,6 +41,7 @@ pub use error::ClientError;
 pub use limits::LimitDenial;
 pub use routing::ClientStats;
 pub use rush_protocol as protocol;
+pub use shards::NodeConnection;
 
 use bytes::Bytes;
 use routing::{Counters, Routes};
@@ -63,6 +67,10 @@ pub struct ClientOptions {
     pub retry_busy: bool,
     /// Connect over TLS.
     pub tls: Option<Tls>,
+    /// Keep one connection per shard of each node and send every request
+    /// to the shard that runs it (see [`NodeConnection`]); otherwise one
+    /// connection per node, and the node forwards between its shards.
+    pub per_shard: bool,
 }
 
 impl std::fmt::Debug for Tls {
@@ -83,6 +91,7 @@ impl Default for ClientOptions {
             retry_deadline: Duration::from_secs(10),
             retry_busy: false,
             tls: None,
+            per_shard: true,
         }
     }
 }
@@ -106,11 +115,11 @@ struct Inner {
     stats: Counters,
 }
 
-/// A node's connection, re-established after it breaks. A tokio mutex
+/// A node's connections, re-established after one breaks. A tokio mutex
 /// because reconnecting awaits while holding it, so only one task
 /// reconnects.
 struct NodeConn {
-    conn: Mutex<Option<Connection>>,
+    conn: Mutex<Option<NodeConnection>>,
     /// The node's id, from its HELLO answer.
     id: std::sync::Mutex<Option<String>>,
 }
@@ -201,8 +210,9 @@ impl Client {
             .clone()
     }
 
-    /// The live connection to `addr`, connecting (and saying HELLO) if needed.
-    async fn connection(&self, addr: &str) -> Result<Connection, ClientError> {
+    /// The live connections to `addr`, connecting (and saying HELLO) if
+    /// needed.
+    async fn connection(&self, addr: &str) -> Result<NodeConnection, ClientError> {
         let node = self.node(addr);
         let mut slot = node.conn.lock().await;
         if let Some(c) = slot.as_ref() {
@@ -211,13 +221,19 @@ impl Client {
             }
         }
         let opts = &self.inner.opts;
-        let c = Connection::connect_tls(addr, opts.connect_timeout, opts.tls.as_ref()).await?;
         let hello = Hello {
             version: rush_protocol::frame::VERSION,
             token: opts.token.clone(),
             client: opts.client_name.clone(),
         };
-        let reply = c.call(&hello, opts.request_timeout).await?;
+        let (c, reply) = NodeConnection::connect(
+            addr,
+            opts.connect_timeout,
+            opts.tls.as_ref(),
+            &hello,
+            opts.per_shard,
+        )
+        .await?;
         *node.id.lock().expect("not poisoned") = Some(reply.node_id);
         *slot = Some(c.clone());
         Ok(c)

@@ -137,7 +137,7 @@ async fn create_grab_info_refunds_audit() {
         rush_client::protocol::cmd::envelope_slot(id),
         rush_client::protocol::cmd::envelope_day(id),
     );
-    let shard = rush_daemon::storage::keys::shard_of_slot(slot, storage.shards());
+    let shard = rush_daemon::shard::route::shard_of_slot(slot, storage.shards());
     let key = rush_daemon::storage::keys::envelope::record(slot, day, id);
     let raw = storage.get(shard, &key).unwrap().unwrap().to_vec();
     let mut rec = rush_daemon::envelopes::record::EnvelopeRecord::decode(&raw).unwrap();

@@ -141,6 +141,20 @@ pub enum Durability {
     Relaxed,
 }
 
+/// The in-memory write buffer of each shard's column family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Memtable {
+    /// One skiplist per slot (a hash of the key's 2-byte slot prefix picks
+    /// it): an insert walks a short list that stays in cache. Every key
+    /// starts with its slot and every scan stays inside one slot, so
+    /// nothing needs the whole memtable in order.
+    #[default]
+    SlotHash,
+    /// RocksDB's default: one skiplist for the whole memtable.
+    Skiplist,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageConfig {
@@ -157,6 +171,9 @@ pub struct StorageConfig {
     /// Hot values kept per node (split over shards) in front of RocksDB.
     pub row_cache_mb: usize,
     pub write_buffer_mb: usize,
+    /// The memtable's structure (see [`Memtable`]; bench/results/NOTES.md
+    /// has the A/B that chose the default).
+    pub memtable: Memtable,
     /// How often shards run their timers (expiry sweeps, prefetch, refunds).
     pub tick_ms: u64,
 }
@@ -172,6 +189,7 @@ impl Default for StorageConfig {
             block_cache_mb: DEFAULT_BLOCK_CACHE_MB,
             row_cache_mb: DEFAULT_ROW_CACHE_MB,
             write_buffer_mb: DEFAULT_WRITE_BUFFER_MB,
+            memtable: Memtable::default(),
             tick_ms: DEFAULT_TICK_MS,
         }
     }

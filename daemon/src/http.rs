@@ -41,12 +41,10 @@ async fn metrics(State(node): State<Weak<NodeShared>>) -> axum::response::Respon
             .set(s.queue_len() as i64);
     }
     let st = &node.storage.stats;
-    m.storage_writes
-        .set(st.writes.load(Ordering::Relaxed) as i64);
-    m.storage_syncs.set(st.syncs.load(Ordering::Relaxed) as i64);
-    m.storage_write_errors
-        .set(st.write_errors.load(Ordering::Relaxed) as i64);
-    m.storage_reads.set(st.reads.load(Ordering::Relaxed) as i64);
+    m.storage_writes.set(st.writes.get() as i64);
+    m.storage_syncs.set(st.syncs.get() as i64);
+    m.storage_write_errors.set(st.write_errors.get() as i64);
+    m.storage_reads.set(st.reads.get() as i64);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         m.render(),

@@ -1,6 +1,43 @@
 //! rushd: one sharded, disk-backed daemon for short links, purchase limits,
 //! Bloom-guarded lookups and red envelopes. See DESIGN.md at the top of the
 //! repository for the shape; this crate is the library, `rushd` a thin main.
+//!
+//! # The request path
+//!
+//! The listener ([`server`]) only accepts; each connection is handed to a
+//! shard, and that shard's thread serves it from then on ([`shard`]): it
+//! reads the socket, parses frames in place, runs requests for its own
+//! slots inline (routing in [`shard::route`]), forwards the others to their
+//! shard in one batch per pass, commits the pass's writes as one group and
+//! writes each connection's answers with one write. A shard-aware client
+//! (SHARDS, SHARD_BIND in PROTOCOL.md) keeps a connection per shard, so
+//! nothing is forwarded. Per-request metrics are per-shard cells
+//! ([`metrics::local`]), merged when `/metrics` is scraped.
+//!
+//! # Adding a service
+//!
+//! A service is a type that implements [`shard::service::ShardService`]
+//! (apply, lanes and admission, timers, commit failure, slots imported and
+//! dropped), one instance per shard, living on the shard thread. To add one:
+//!
+//! 1. **Protocol.** Pick a free opcode range in `rush_protocol::Service`
+//!    and write one file per request in `protocol/src/cmd/<service>/` (the
+//!    request, its reply, their wire forms and the slot it runs in), one
+//!    line per request in the `commands!` table of `protocol/src/lib.rs`,
+//!    its section in PROTOCOL.md with golden vectors, and its round trip in
+//!    `protocol/tests/roundtrip.rs`.
+//! 2. **Its folder here** (`daemon/src/<service>/`): the state type, its
+//!    `ShardService` impl (read and write through the pass's
+//!    [`shard::txn::Txn`]: writes commit with the pass; call
+//!    `txn.require_sync()` for anything that must be fsynced before its
+//!    answer), a `REGISTRATION` constant saying how a shard builds it and
+//!    how answers of a request that runs on every shard combine, its keys in
+//!    `storage::keys` (a keyspace byte of its range), its config section and
+//!    its metrics (per-shard counters from [`metrics::local`]).
+//! 3. **One registration line** in [`services::SERVICES`].
+//!
+//! The shard, the listener and the node name no service: they route by the
+//! opcode's range and call the trait.
 
 pub mod auth;
 pub mod catalog;
@@ -15,6 +52,7 @@ pub mod links;
 pub mod metrics;
 pub mod segments;
 pub mod server;
+pub mod services;
 pub mod shard;
 pub mod storage;
 pub mod tls;

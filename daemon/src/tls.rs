@@ -4,7 +4,6 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::Path;
 use std::sync::Arc;
-use tokio_rustls::TlsAcceptor;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -16,8 +15,12 @@ pub enum TlsError {
     Config(#[from] rustls::Error),
 }
 
-/// An acceptor for the certificate chain and key in two PEM files.
-pub fn acceptor(cert_file: &Path, key_file: &Path) -> Result<TlsAcceptor, TlsError> {
+/// A server configuration for the certificate chain and key in two PEM
+/// files. Each shard runs the TLS state machine of its own connections.
+pub fn server_config(
+    cert_file: &Path,
+    key_file: &Path,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert_file)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
         .map_err(|e| TlsError::Certs {
@@ -40,5 +43,5 @@ pub fn acceptor(cert_file: &Path, key_file: &Path) -> Result<TlsAcceptor, TlsErr
     .with_safe_default_protocol_versions()?
     .with_no_client_auth()
     .with_single_cert(certs, key)?;
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    Ok(Arc::new(config))
 }

@@ -13,13 +13,12 @@ use rush_client::{Client, ClientOptions, Connection};
 use rush_daemon::catalog::metrics::Path;
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(60);
 
 fn reads(node: &TestNode) -> u64 {
-    node.running().storage().stats.reads.load(Ordering::Relaxed)
+    node.running().storage().stats.reads.get()
 }
 
 fn path(node: &TestNode, p: Path) -> u64 {

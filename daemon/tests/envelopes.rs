@@ -71,20 +71,14 @@ async fn grabs_split_exactly_once_per_user() {
 
     // An empty envelope answers from memory: no storage read or write.
     let stats = &node.running().storage().stats;
-    let reads = stats.reads.load(std::sync::atomic::Ordering::Relaxed);
-    let writes = stats.writes.load(std::sync::atomic::Ordering::Relaxed);
+    let reads = stats.reads.get();
+    let writes = stats.writes.get();
     for i in 0..100 {
         let e = c.envelope_grab(id, format!("more-{i}")).await.unwrap_err();
         assert_eq!(code(&e), Some(ErrorCode::Empty));
     }
-    assert_eq!(
-        stats.reads.load(std::sync::atomic::Ordering::Relaxed),
-        reads
-    );
-    assert_eq!(
-        stats.writes.load(std::sync::atomic::Ordering::Relaxed),
-        writes
-    );
+    assert_eq!(stats.reads.get(), reads);
+    assert_eq!(stats.writes.get(), writes);
 
     let info = c.envelope_info(id).await.unwrap();
     assert_eq!(info.state, EnvelopeState::Empty);
@@ -469,7 +463,7 @@ async fn the_refund_stream_resumes_from_the_acknowledged_cursor() {
     }
     let shards: HashSet<usize> = ids
         .iter()
-        .map(|&id| rush_daemon::storage::keys::shard_of_slot(envelope_slot(id), 2))
+        .map(|&id| rush_daemon::shard::route::shard_of_slot(envelope_slot(id), 2))
         .collect();
     assert_eq!(shards.len(), 2);
     node.client.clock_advance(HOUR * 2).await.unwrap();
@@ -623,7 +617,7 @@ async fn retention_removes_old_days_and_keeps_newer_ones_in_the_same_bucket() {
     // Only the newer day's keys remain in the bucket.
     let storage = node.running().storage().clone();
     let slot = envelope_slot(old);
-    let shard = rush_daemon::storage::keys::shard_of_slot(slot, 2);
+    let shard = rush_daemon::shard::route::shard_of_slot(slot, 2);
     let bucket = rush_daemon::storage::keys::envelope::day_start(slot, old_bucket);
     let end = rush_daemon::storage::keys::envelope::day_id_end(slot, old_bucket);
     assert_eq!(storage.count_raw(shard, &bucket, &end).unwrap(), 1);

@@ -863,13 +863,7 @@ total_max = 100
     ))
     .await;
     let c = &node.client;
-    let syncs = || {
-        node.running()
-            .storage()
-            .stats
-            .syncs
-            .load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let syncs = || node.running().storage().stats.syncs.get();
     let before = syncs();
     c.limit_acquire("loose", "u", "o1", item("a"))
         .await
@@ -916,7 +910,7 @@ total_max = 10
     }
     let slot = key_slot(u.as_bytes());
     let storage = node.running().storage().clone();
-    let shard = keys::shard_of_slot(slot, storage.shards());
+    let shard = rush_daemon::shard::route::shard_of_slot(slot, storage.shards());
     let raw = |ks: u8| {
         let (from, to) = keys::keyspace_range(slot, ks);
         storage.count_raw(shard, &from, &to).unwrap()

@@ -36,7 +36,7 @@ fn stored_link_entries(node: &TestNode, code: &str) -> usize {
     let key = keys::link(slot, code.as_bytes());
     let mut end = key.clone();
     end.push(0);
-    let shard = keys::shard_of_slot(slot, storage.shards());
+    let shard = rush_daemon::shard::route::shard_of_slot(slot, storage.shards());
     storage.count_raw(shard, &key, &end).unwrap()
 }
 
@@ -591,12 +591,7 @@ async fn sliding_expiry_keeps_visited_links_alive() {
         .code;
     let m = &node.running().metrics().links;
     let storage = node.running().storage().clone();
-    let syncs = || {
-        storage
-            .stats
-            .syncs
-            .load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let syncs = || storage.stats.syncs.get();
 
     // A hot link: a hundred visits cost no synced write and, this early in
     // its life, no rewrite at all.

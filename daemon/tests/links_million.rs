@@ -6,7 +6,7 @@ mod common;
 use common::TestNode;
 use rush_client::protocol::cmd::BatchShortenItem;
 use rush_client::protocol::link_slot;
-use rush_daemon::storage::keys::shard_of_slot;
+use rush_daemon::shard::route::shard_of_slot;
 use std::collections::HashSet;
 use std::time::Instant;
 

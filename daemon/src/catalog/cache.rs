@@ -18,9 +18,9 @@
 //! `u`, so a cache warmed all at once before a sale doesn't expire all at
 //! once either (no avalanche onto storage).
 
+use crate::metrics::local::Counter as IntCounter;
 use bytes::Bytes;
 use hashbrown::HashTable;
-use prometheus::IntCounter;
 use rush_protocol::cmd::Record;
 
 /// What a cache entry is about.
@@ -331,7 +331,7 @@ mod tests {
     use super::*;
 
     fn counter() -> IntCounter {
-        IntCounter::new("evictions", "test").unwrap()
+        IntCounter::detached(1)
     }
 
     fn recs(n: usize) -> Cached {

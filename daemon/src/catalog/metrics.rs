@@ -1,7 +1,8 @@
 //! Catalog metrics. Per-answer counters are resolved once, so a query costs
 //! one atomic add; per-shard gauges are refreshed by each shard's timer.
 
-use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use crate::metrics::local::{self, Counter as IntCounter};
+use prometheus::{Gauge, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// How a query (or alias resolution) was answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,18 +84,17 @@ fn shard_gauge(r: &Registry, name: &str, help: &str) -> IntGaugeVec {
 }
 
 impl CatalogMetrics {
-    pub fn new(r: &Registry) -> CatalogMetrics {
-        let answers = reg(
+    pub fn new(r: &Registry, writers: usize) -> CatalogMetrics {
+        let answers = local::register(
             r,
-            IntCounterVec::new(
-                Opts::new(
-                    "catalog_answers_total",
-                    "Catalog queries and alias resolutions, by the layer that answered",
-                ),
+            local::CounterVec::new(
+                "catalog_answers_total",
+                "Catalog queries and alias resolutions, by the layer that answered",
                 &["op", "path"],
-            )
-            .expect("valid"),
+                writers,
+            ),
         );
+        let counter = |name: &str, help: &str| local::counter(r, name, help, writers);
         let by_op = |op: &str| Path::ALL.map(|p| answers.with_label_values(&[op, p.label()]));
         CatalogMetrics {
             by_path: [by_op("query"), by_op("resolve")],
@@ -108,32 +108,10 @@ impl CatalogMetrics {
             ),
             cache_bytes: shard_gauge(r, "catalog_cache_bytes", "Hot cache size (approximate bytes)"),
             cache_entries: shard_gauge(r, "catalog_cache_entries", "Hot cache entries"),
-            cache_evictions: reg(
-                r,
-                IntCounter::new("catalog_cache_evictions_total", "Hot cache entries evicted")
-                    .expect("valid"),
-            ),
-            single_flight_joins: reg(
-                r,
-                IntCounter::new(
-                    "catalog_single_flight_joins_total",
-                    "Lookups answered by a storage read another request made in the same group",
-                )
-                .expect("valid"),
-            ),
-            shed: reg(
-                r,
-                IntCounter::new(
-                    "catalog_shed_total",
-                    "Cache misses answered UNAVAILABLE because storage reads were shed",
-                )
-                .expect("valid"),
-            ),
-            warmed: reg(
-                r,
-                IntCounter::new("catalog_warmed_total", "Owners loaded by CATALOG_WARM")
-                    .expect("valid"),
-            ),
+            cache_evictions: counter("catalog_cache_evictions_total", "Hot cache entries evicted"),
+            single_flight_joins: counter("catalog_single_flight_joins_total", "Lookups answered by a storage read another request made in the same group"),
+            shed: counter("catalog_shed_total", "Cache misses answered UNAVAILABLE because storage reads were shed"),
+            warmed: counter("catalog_warmed_total", "Owners loaded by CATALOG_WARM"),
             bloom_items: shard_gauge(r, "catalog_bloom_items", "Items in the Bloom filter"),
             bloom_bytes: shard_gauge(r, "catalog_bloom_bytes", "Bloom filter memory"),
             bloom_layers: shard_gauge(r, "catalog_bloom_layers", "Bloom filter layers (grows past capacity)"),
@@ -142,11 +120,7 @@ impl CatalogMetrics {
                 "catalog_bloom_stale",
                 "Removed owners/aliases still in the Bloom filter (upper bound) until its next rebuild",
             ),
-            bloom_rebuilds: reg(
-                r,
-                IntCounter::new("catalog_bloom_rebuilds_total", "Bloom filter rebuilds finished")
-                    .expect("valid"),
-            ),
+            bloom_rebuilds: counter("catalog_bloom_rebuilds_total", "Bloom filter rebuilds finished"),
             shedding: shard_gauge(r, "catalog_shedding", "1 while a shard sheds storage reads"),
         }
     }

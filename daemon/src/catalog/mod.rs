@@ -58,6 +58,8 @@ pub use config::CatalogConfig;
 pub use metrics::CatalogMetrics;
 
 use crate::metrics::Metrics;
+use crate::services::Registration;
+use crate::shard::service::{Cx, ShardService};
 use crate::shard::txn::Txn;
 use crate::storage::value::{self, kind, Stored, HEADER};
 use crate::storage::{keys, Storage};
@@ -70,10 +72,82 @@ use prometheus::IntGauge;
 use rebuild::Rebuild;
 use rush_protocol::cmd::*;
 use rush_protocol::limits::MAX_OWNER_BYTES;
-use rush_protocol::{key_slot, ErrorCode, Reply, Request, RushError, Wire, WriteExt};
+use rush_protocol::{key_slot, ErrorCode, Reply, Request, RushError, Service, Wire, WriteExt};
 use std::borrow::Cow;
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::Arc;
+
+pub const REGISTRATION: Registration = Registration {
+    service: Service::Catalog,
+    build: |ctx, shard| {
+        Ok(Box::new(Catalog::new(
+            shard,
+            ctx.config.shard_count(),
+            &ctx.config.catalog,
+            ctx.metrics.clone(),
+            ctx.routing.clone(),
+        )))
+    },
+    combine,
+};
+
+impl ShardService for Catalog {
+    fn open(&mut self, storage: &Storage) {
+        self.build_filter(storage);
+    }
+
+    fn apply(&mut self, req: &Request, cx: &mut Cx) -> Result<Reply, RushError> {
+        self.dispatch(req, cx.now, cx.txn)
+    }
+
+    fn begin_group(&mut self, backlog: usize) {
+        self.start_group(backlog);
+    }
+
+    fn tick(&mut self, cx: &mut Cx) {
+        let storage = cx.txn.storage();
+        self.timers(storage);
+    }
+
+    fn on_commit_failure(&mut self) {
+        self.forget_cache();
+    }
+
+    fn on_slots_imported(&mut self, slots: &[u16], storage: &Storage) {
+        self.slots_imported(slots, storage);
+    }
+
+    fn on_slots_dropped(&mut self, slots: &[u16]) {
+        self.slots_dropped(slots);
+    }
+}
+
+/// Merge the per-shard answers of the catalog's admin broadcasts.
+fn combine(req: &Request, replies: Vec<Reply>) -> Result<Reply, RushError> {
+    match req {
+        Request::CatalogShed(_) => Ok(Reply::CatalogShed(())),
+        Request::CatalogWarm(_) => {
+            let mut sum = CatalogWarmReply::default();
+            for r in replies {
+                if let Reply::CatalogWarm(w) = r {
+                    sum.loaded += w.loaded;
+                    sum.absent += w.absent;
+                }
+            }
+            Ok(Reply::CatalogWarm(sum))
+        }
+        Request::CatalogRebuild(_) => Ok(Reply::CatalogRebuild(
+            replies
+                .iter()
+                .map(|r| match r {
+                    Reply::CatalogRebuild(n) => *n,
+                    _ => 0,
+                })
+                .sum(),
+        )),
+        other => crate::services::no_broadcast(other, replies),
+    }
+}
 
 /// Format byte after the value header of a stored record set.
 const RECORDS_FORMAT: u8 = 1;
@@ -174,7 +248,7 @@ fn encode_records(records: &[Record]) -> Vec<u8> {
 
 /// Decode a stored record set. The records are slices of one buffer, so a
 /// cached set is one allocation, not one per string.
-fn decode_records(raw: Vec<u8>) -> Result<Vec<Record>, RushError> {
+fn decode_records(raw: Bytes) -> Result<Vec<Record>, RushError> {
     let stored = Stored::decode(&raw).map_err(corrupt)?;
     if stored.kind != kind::CATALOG_RECORDS || stored.payload.first() != Some(&RECORDS_FORMAT) {
         return Err(corrupt(format!(
@@ -183,7 +257,7 @@ fn decode_records(raw: Vec<u8>) -> Result<Vec<Record>, RushError> {
             stored.payload.first()
         )));
     }
-    let body = Bytes::from(raw).slice(HEADER + 1..);
+    let body = raw.slice(HEADER + 1..);
     CatalogQueryReply::decode_body(body)
         .map(|r| r.records)
         .map_err(corrupt)
@@ -203,7 +277,7 @@ impl Catalog {
         routing: Arc<crate::cluster::routing::Routing>,
     ) -> Self {
         let slots: Vec<u16> = (0..rush_protocol::SLOTS)
-            .filter(|&s| keys::shard_of_slot(s, shards) == shard)
+            .filter(|&s| crate::shard::route::shard_of_slot(s, shards) == shard)
             .collect();
         let m = &metrics.catalog;
         let gauges = Gauges {
@@ -257,7 +331,7 @@ impl Catalog {
     }
 
     /// Build the filter from storage before the shard serves anything.
-    pub fn open(&mut self, storage: &Storage) {
+    fn build_filter(&mut self, storage: &Storage) {
         let started = std::time::Instant::now();
         let mut rb = Rebuild::new(self.new_filter(), self.first_slot, self.last_slot, 0);
         let hasher = &self.hasher;
@@ -284,12 +358,12 @@ impl Catalog {
     }
 
     /// A group of requests starts; `queue_depth` requests wait behind it.
-    pub fn begin_group(&mut self, queue_depth: usize) {
+    fn start_group(&mut self, queue_depth: usize) {
         self.group += 1;
         self.queue_depth = queue_depth;
     }
 
-    pub fn apply(&mut self, req: &Request, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+    fn dispatch(&mut self, req: &Request, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
         match req {
             Request::CatalogQuery(r) => self.query(r, now, txn),
             Request::CatalogResolve(r) => self.resolve(r, now, txn),
@@ -317,7 +391,7 @@ impl Catalog {
     }
 
     /// Timer: advance or start a background rebuild, refresh gauges.
-    pub fn tick(&mut self, storage: &Storage) {
+    fn timers(&mut self, storage: &Storage) {
         if self.rebuild.is_none() && (!self.bloom_ready || self.needs_rebuild()) {
             self.start_rebuild();
         }
@@ -341,7 +415,7 @@ impl Catalog {
     /// Slots this shard serves from now on (moved in, or given to this node
     /// by a new map): their owners and aliases join the filter, so none of
     /// them is denied; cache entries left from an earlier ownership go.
-    pub fn on_slots_imported(&mut self, slots: &[u16], storage: &Storage) {
+    fn slots_imported(&mut self, slots: &[u16], storage: &Storage) {
         self.forget_slots(slots);
         for &slot in slots {
             let (from, to) = keys::catalog_range(slot);
@@ -372,7 +446,7 @@ impl Catalog {
 
     /// Slots this shard no longer serves: their cache entries go. (Filter
     /// entries stay: a request for them is answered MOVED before it looks.)
-    pub fn on_slots_dropped(&mut self, slots: &[u16]) {
+    fn slots_dropped(&mut self, slots: &[u16]) {
         self.forget_slots(slots);
         self.refresh_gauges();
     }
@@ -390,7 +464,7 @@ impl Catalog {
 
     /// A group commit failed: the cache may hold writes that never landed.
     /// (Filter entries for them only cost a false positive.)
-    pub fn on_commit_failure(&mut self) {
+    fn forget_cache(&mut self) {
         self.cache.clear();
     }
 
@@ -619,6 +693,7 @@ impl Catalog {
             }
             // Cache a compact copy (one buffer) rather than records that
             // point into request frames and older sets.
+            let value = Bytes::from(value);
             let compact = decode_records(value.clone())?;
             txn.put(key, value);
             self.bloom_insert(hash);
@@ -724,7 +799,9 @@ impl Catalog {
         let mut reply = CatalogWarmReply::default();
         for owner in &r.owners {
             let slot = key_slot(owner);
-            if keys::shard_of_slot(slot, self.shards) != self.shard || !self.routing.owns(slot) {
+            if crate::shard::route::shard_of_slot(slot, self.shards) != self.shard
+                || !self.routing.owns(slot)
+            {
                 continue;
             }
             let item = Item::Owner(owner);
@@ -782,11 +859,11 @@ mod tests {
             0, // valid_to absent
         ];
         assert_eq!(raw, expected);
-        assert_eq!(decode_records(raw.clone()).unwrap(), records);
+        assert_eq!(decode_records(raw.clone().into()).unwrap(), records);
         let mut wrong_format = raw.clone();
         wrong_format[HEADER] = 2;
-        assert!(decode_records(wrong_format).is_err());
-        assert!(decode_records(raw[..raw.len() - 1].to_vec()).is_err());
-        assert!(decode_records(value::encode(kind::STRING, 0, b"x")).is_err());
+        assert!(decode_records(wrong_format.into()).is_err());
+        assert!(decode_records(raw[..raw.len() - 1].to_vec().into()).is_err());
+        assert!(decode_records(value::encode(kind::STRING, 0, b"x").into()).is_err());
     }
 }

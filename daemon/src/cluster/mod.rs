@@ -95,10 +95,11 @@ pub use metrics::ClusterMetrics;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::server::conn::ReplySink;
 use crate::server::NodeShared;
+use crate::shard::route::shard_of_slot;
+use crate::shard::ReplySink;
 use crate::shard::SlotOp;
-use crate::storage::keys::{self, shard_of_slot};
+use crate::storage::keys;
 use crate::storage::Storage;
 use anyhow::Context;
 use peer::Peers;

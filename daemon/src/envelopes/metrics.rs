@@ -1,7 +1,8 @@
 //! Envelope metrics, registered on the node's registry (`rush_envelope_*`).
 //! Per-outcome handles are resolved once, so counting a grab is an atomic add.
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use crate::metrics::local::{self, Counter as IntCounter};
+use prometheus::{IntGaugeVec, Opts, Registry};
 
 pub struct EnvelopeMetrics {
     pub creates: IntCounter,
@@ -18,7 +19,7 @@ pub struct EnvelopeMetrics {
     pub refunded_cents: IntCounter,
     pub refunds_acked: IntCounter,
     /// Cents in open envelopes (created, not yet grabbed or refunded).
-    pub in_flight_cents: IntGauge,
+    pub in_flight_cents: local::Gauge,
     /// Refunds written and not yet acknowledged, per shard (the refund
     /// backlog the payment system still has to pay).
     pub refunds_pending: IntGaugeVec,
@@ -33,16 +34,17 @@ fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: T) -> 
 }
 
 impl EnvelopeMetrics {
-    pub fn new(r: &Registry) -> Self {
-        let grabs = reg(
+    pub fn new(r: &Registry, writers: usize) -> Self {
+        let grabs = local::register(
             r,
-            IntCounterVec::new(
-                Opts::new("envelope_grabs_total", "Envelope grabs, by outcome"),
+            local::CounterVec::new(
+                "envelope_grabs_total",
+                "Envelope grabs, by outcome",
                 &["outcome"],
-            )
-            .expect("valid"),
+                writers,
+            ),
         );
-        let counter = |name: &str, help: &str| reg(r, IntCounter::new(name, help).expect("valid"));
+        let counter = |name: &str, help: &str| local::counter(r, name, help, writers);
         EnvelopeMetrics {
             creates: counter("envelope_creates_total", "Envelopes created"),
             grab_ok: grabs.with_label_values(&["ok"]),
@@ -73,13 +75,11 @@ impl EnvelopeMetrics {
                 "envelope_refunds_acked_total",
                 "Refunds acknowledged as paid and removed from the stream",
             ),
-            in_flight_cents: reg(
+            in_flight_cents: local::gauge(
                 r,
-                IntGauge::new(
-                    "envelope_in_flight_cents",
-                    "Cents in open envelopes, not yet grabbed or refunded",
-                )
-                .expect("valid"),
+                "envelope_in_flight_cents",
+                "Cents in open envelopes, not yet grabbed or refunded",
+                writers,
             ),
             refunds_pending: reg(
                 r,

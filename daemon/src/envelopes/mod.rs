@@ -47,8 +47,11 @@ pub use metrics::EnvelopeMetrics;
 pub use refunds::merge_refunds;
 
 use crate::metrics::Metrics;
+use crate::services::Registration;
+use crate::shard::route::shard_of_slot;
+use crate::shard::service::{Cx, ShardService};
 use crate::shard::txn::Txn;
-use crate::storage::keys::{self, shard_of_slot};
+use crate::storage::keys;
 use crate::storage::{Storage, StorageError};
 use days::Days;
 use hashbrown::HashMap;
@@ -56,10 +59,80 @@ use rand::rngs::SmallRng;
 use record::{EnvelopeRecord, GrabRecord};
 use refunds::StreamEntry;
 use rush_protocol::cmd::{envelope_day, envelope_slot, EnvelopeGrab, RefundCursor};
-use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, SLOTS};
+use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, Service, SLOTS};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+pub const REGISTRATION: Registration = Registration {
+    service: Service::Envelopes,
+    build: |ctx, shard| {
+        Ok(Box::new(Envelopes::new(
+            shard,
+            ctx.config.shard_count(),
+            ctx.config.envelopes.clone(),
+            ctx.storage.clone(),
+            ctx.metrics.clone(),
+            ctx.envelopes.clone(),
+            ctx.routing.clone(),
+        )))
+    },
+    combine,
+};
+
+impl ShardService for Envelopes {
+    fn apply(&mut self, req: &Request, cx: &mut Cx) -> Result<Reply, RushError> {
+        self.dispatch(req, cx.now, cx.txn, cx.segments)
+    }
+
+    /// Every request naming an envelope waits in that envelope's lane.
+    fn lane(&self, req: &Request) -> Option<u64> {
+        match req {
+            Request::EnvelopeGrab(g) => Some(g.id),
+            Request::EnvelopeInfo(i) => Some(i.id),
+            _ => None,
+        }
+    }
+
+    fn admit(
+        &mut self,
+        req: &Request,
+        queued: usize,
+        now: u64,
+    ) -> Option<Result<Reply, RushError>> {
+        match req {
+            Request::EnvelopeGrab(g) => self.admit_grab(g, queued, now),
+            _ => None,
+        }
+    }
+
+    fn tick(&mut self, cx: &mut Cx) {
+        self.timers(cx.now, cx.txn);
+    }
+
+    fn lane_peaks(&mut self, peaks: &HashMap<u64, usize>) {
+        self.publish_queue_depths(peaks);
+    }
+
+    fn on_commit_failure(&mut self) {
+        self.forget_all();
+    }
+
+    fn prepare_import(&mut self, slots: &[u16], cx: &mut Cx) -> Result<(), RushError> {
+        for &slot in slots {
+            self.restamp_gained(slot, cx.now, cx.txn)?;
+        }
+        Ok(())
+    }
+
+    fn on_slots_imported(&mut self, slots: &[u16], _storage: &Storage) {
+        self.slots_imported(slots);
+    }
+
+    fn on_slots_dropped(&mut self, slots: &[u16]) {
+        self.slots_dropped(slots);
+    }
+}
 
 /// The id sequence's kind byte in `keys::sequence` (envelope range 0x40).
 pub const SEQUENCE_KIND: u8 = 0x40;
@@ -171,7 +244,7 @@ impl Envelopes {
         &self.metrics.envelopes
     }
 
-    pub fn apply(
+    fn dispatch(
         &mut self,
         req: &Request,
         now: u64,
@@ -199,7 +272,7 @@ impl Envelopes {
     /// envelope. `None`: queue it. Never touches storage. What memory holds
     /// here is committed (groups commit before the next intake), so these
     /// answers are as durable as the ones they repeat.
-    pub fn admit(
+    fn admit_grab(
         &mut self,
         r: &EnvelopeGrab,
         queued: usize,
@@ -222,7 +295,7 @@ impl Envelopes {
 
     /// Timers: refunds of expired envelopes, then retention, then cache
     /// eviction. Writes are staged in the shard's timer group.
-    pub fn tick(&mut self, now: u64, txn: &mut Txn) {
+    fn timers(&mut self, now: u64, txn: &mut Txn) {
         if let Err(e) = self.ensure_loaded() {
             tracing::warn!(shard = self.shard, error = %e, "envelope indexes not loaded; retrying next tick");
             return;
@@ -239,21 +312,21 @@ impl Envelopes {
 
     /// A group commit failed: memory may hold writes that never happened.
     /// Drop it all; the next request or timer reloads from storage.
-    pub fn on_commit_failure(&mut self) {
+    fn forget_all(&mut self) {
         self.cache.clear();
         self.loaded = false;
     }
 
     /// Publish the deepest lanes of hot envelopes (from the shard's lanes)
     /// and retire the series of envelopes that cooled down.
-    pub fn publish_queue_depths(&mut self, peaks: HashMap<u64, usize>) {
+    fn publish_queue_depths(&mut self, peaks: &HashMap<u64, usize>) {
         let gauge = &self.metrics.envelopes.queue_depth;
         for id in self.hot.drain(..) {
             if !peaks.contains_key(&id) {
                 let _ = gauge.remove_label_values(&[&id.to_string()]);
             }
         }
-        for (id, depth) in peaks {
+        for (&id, &depth) in peaks {
             gauge
                 .with_label_values(&[&id.to_string()])
                 .set(depth as i64);
@@ -502,9 +575,15 @@ fn known_outcome(
 }
 
 /// Merge the per-shard answers of ENVELOPE_REFUNDS_ACK and ENVELOPE_AUDIT.
-pub fn combine(opcode: Opcode, replies: Vec<Reply>) -> Result<Reply, RushError> {
+pub fn combine(req: &Request, replies: Vec<Reply>) -> Result<Reply, RushError> {
+    let opcode = req.opcode();
     let bad = || RushError::internal(format!("unexpected shard answer to {}", opcode.name()));
     match opcode {
+        // A page of the merged stream needs the page size.
+        Opcode::EnvelopeRefunds => match req {
+            Request::EnvelopeRefunds(r) => merge_refunds(replies, r.limit as usize),
+            _ => Err(bad()),
+        },
         Opcode::EnvelopeRefundsAck => {
             let mut n = 0u64;
             for r in replies {

@@ -23,7 +23,12 @@ impl Envelopes {
     /// the cluster's nodes) ever handed out is below this shard's floor, so
     /// no consumer can be past a re-stamped refund: none is skipped. A
     /// refund already stamped at or above the floor keeps its stamp.
-    pub fn restamp_gained(&mut self, slot: u16, now: u64, txn: &mut Txn) -> Result<u64, RushError> {
+    pub(super) fn restamp_gained(
+        &mut self,
+        slot: u16,
+        now: u64,
+        txn: &mut Txn,
+    ) -> Result<u64, RushError> {
         let (from, to) = keys::keyspace_range(slot, keys::ks::ENVELOPE_REFUND);
         let mut found = Vec::new();
         self.storage
@@ -72,7 +77,7 @@ impl Envelopes {
     /// Slots this shard serves from now on: their open envelopes, unpaid
     /// refunds and day markers join the indexes. (Before the indexes are
     /// first loaded there is nothing to add: loading covers every owned slot.)
-    pub fn on_slots_imported(&mut self, slots: &[u16]) {
+    pub(super) fn slots_imported(&mut self, slots: &[u16]) {
         let set = SlotSet::of(slots);
         self.cache.retain(|id, _| !set.contains(envelope_slot(*id)));
         if !self.loaded {
@@ -141,7 +146,7 @@ impl Envelopes {
     /// Slots this shard no longer serves: forget everything about them.
     /// (Called before their data is deleted, so the money they held can be
     /// taken off the in-flight gauge.)
-    pub fn on_slots_dropped(&mut self, slots: &[u16]) {
+    pub(super) fn slots_dropped(&mut self, slots: &[u16]) {
         let set = SlotSet::of(slots);
         let of = |id: &u64| set.contains(envelope_slot(*id));
         self.cache.retain(|id, _| !of(id));

@@ -15,7 +15,7 @@ impl Kv {
     ) -> Result<Reply, RushError> {
         let current: Option<Vec<u8>> = match (self.load(&r.key, now, txn)?, &r.field) {
             (Entry::Missing, _) => None,
-            (Entry::String { value, .. }, None) => Some(value),
+            (Entry::String { value, .. }, None) => Some(value.to_vec()),
             (Entry::String { .. }, Some(_)) => {
                 return Err(RushError::wrong_type("CHECK with a field on a string"))
             }

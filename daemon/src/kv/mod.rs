@@ -7,10 +7,13 @@ mod check;
 mod hashes;
 mod strings;
 
+use crate::services::{no_broadcast, Registration};
+use crate::shard::service::{Cx, ShardService};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
 use crate::storage::value::{self, kind, Hash, Stored};
-use rush_protocol::{Reply, Request, RushError};
+use bytes::Bytes;
+use rush_protocol::{Reply, Request, RushError, Service};
 
 /// Largest encoded hash, so one HSET loop can't build a giant value.
 pub const MAX_HASH_BYTES: usize = 8 << 20;
@@ -25,7 +28,7 @@ pub struct Kv {
 /// What a generic key holds right now.
 pub(crate) enum Entry {
     Missing,
-    String { expires_at: u64, value: Vec<u8> },
+    String { expires_at: u64, value: Bytes },
     Hash { expires_at: u64, fields: Hash },
 }
 
@@ -33,14 +36,26 @@ pub(crate) fn storage_error(e: impl std::fmt::Display) -> RushError {
     RushError::unavailable(format!("storage: {e}"))
 }
 
-impl Kv {
-    pub fn apply(&self, req: &Request, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+pub const REGISTRATION: Registration = Registration {
+    service: Service::Kv,
+    build: |ctx, _shard| {
+        Ok(Box::new(Kv {
+            durable: ctx.config.storage.kv_durability == crate::config::Durability::Sync,
+        }))
+    },
+    combine: no_broadcast,
+};
+
+impl ShardService for Kv {
+    fn apply(&mut self, req: &Request, cx: &mut Cx) -> Result<Reply, RushError> {
         match req {
-            Request::Batch(b) => self.batch(b, now, txn),
-            op => self.op(op, now, txn, false),
+            Request::Batch(b) => self.batch(b, cx.now, cx.txn),
+            op => self.op(op, cx.now, cx.txn, false),
         }
     }
+}
 
+impl Kv {
     /// One operation, standalone or inside a batch.
     pub(crate) fn op(
         &self,
@@ -82,7 +97,7 @@ impl Kv {
         match stored.kind {
             kind::STRING => Ok(Entry::String {
                 expires_at: stored.expires_at,
-                value: stored.payload.to_vec(),
+                value: raw.slice(value::HEADER..),
             }),
             kind::HASH => Ok(Entry::Hash {
                 expires_at: stored.expires_at,

@@ -2,7 +2,6 @@
 
 use super::{parse_int, Entry, Kv};
 use crate::shard::txn::Txn;
-use bytes::Bytes;
 use rush_protocol::cmd::{Del, Exists, Expire, Get, IncrBy, Set, SetCond, Ttl, TtlReply};
 use rush_protocol::{Reply, RushError};
 
@@ -10,7 +9,7 @@ impl Kv {
     pub(super) fn get(&self, r: &Get, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
         match self.load(&r.key, now, txn)? {
             Entry::Missing => Ok(Reply::Get(None)),
-            Entry::String { value, .. } => Ok(Reply::Get(Some(Bytes::from(value)))),
+            Entry::String { value, .. } => Ok(Reply::Get(Some(value))),
             Entry::Hash { .. } => Err(RushError::wrong_type("GET on a hash; use HGET")),
         }
     }

@@ -110,3 +110,15 @@ pub async fn policy_set(node: &NodeShared, set: LimitPolicySet) -> Result<Reply,
         .next()
         .ok_or_else(|| RushError::internal("no shards"))
 }
+
+/// Every shard compiled the same stored policy: the first answer speaks for
+/// all of them.
+pub fn combine(req: &Request, replies: Vec<Reply>) -> Result<Reply, RushError> {
+    match req {
+        Request::LimitPolicySet(_) => replies
+            .into_iter()
+            .next()
+            .ok_or_else(|| RushError::internal("no shards")),
+        other => crate::services::no_broadcast(other, replies),
+    }
+}

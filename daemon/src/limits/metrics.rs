@@ -5,60 +5,50 @@
 //! path costs an atomic add. A request naming an unknown policy is counted
 //! without its name (client-chosen strings never become labels).
 
-use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
+use crate::metrics::local::{self, Counter as IntCounter, CounterVec};
+use prometheus::Registry;
+use std::sync::Arc;
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LimitsMetrics {
     /// Acquisitions by policy and outcome: allowed, limited, replayed, conflict.
-    pub acquires: IntCounterVec,
+    pub acquires: Arc<CounterVec>,
     /// Denials by policy and the rule that denied.
-    pub denials: IntCounterVec,
+    pub denials: Arc<CounterVec>,
     /// Releases by policy and outcome: released, replayed, not_found.
-    pub releases: IntCounterVec,
+    pub releases: Arc<CounterVec>,
     /// Requests naming a policy the node doesn't have.
     pub unknown_policy: IntCounter,
 }
 
 impl LimitsMetrics {
-    pub fn new(r: &Registry) -> LimitsMetrics {
-        let m = LimitsMetrics {
-            acquires: IntCounterVec::new(
-                Opts::new(
-                    "limit_acquires_total",
-                    "LIMIT_ACQUIRE answers by policy and outcome",
-                ),
+    pub fn new(r: &Registry, writers: usize) -> LimitsMetrics {
+        let vec = |name: &str, help: &str, labels: &[&str]| {
+            local::register(r, CounterVec::new(name, help, labels, writers))
+        };
+        LimitsMetrics {
+            acquires: vec(
+                "limit_acquires_total",
+                "LIMIT_ACQUIRE answers by policy and outcome",
                 &["policy", "outcome"],
-            )
-            .expect("valid"),
-            denials: IntCounterVec::new(
-                Opts::new(
-                    "limit_denials_total",
-                    "Orders denied, by policy and the rule that denied them",
-                ),
+            ),
+            denials: vec(
+                "limit_denials_total",
+                "Orders denied, by policy and the rule that denied them",
                 &["policy", "rule"],
-            )
-            .expect("valid"),
-            releases: IntCounterVec::new(
-                Opts::new(
-                    "limit_releases_total",
-                    "LIMIT_RELEASE answers by policy and outcome",
-                ),
+            ),
+            releases: vec(
+                "limit_releases_total",
+                "LIMIT_RELEASE answers by policy and outcome",
                 &["policy", "outcome"],
-            )
-            .expect("valid"),
-            unknown_policy: IntCounter::new(
+            ),
+            unknown_policy: local::counter(
+                r,
                 "limit_unknown_policy_total",
                 "Purchase-limit requests naming a policy the node doesn't have",
-            )
-            .expect("valid"),
-        };
-        for c in [&m.acquires, &m.denials, &m.releases] {
-            r.register(Box::new(c.clone()))
-                .expect("metric names are unique");
+                writers,
+            ),
         }
-        r.register(Box::new(m.unknown_policy.clone()))
-            .expect("metric names are unique");
-        m
     }
 }
 

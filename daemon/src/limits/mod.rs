@@ -28,13 +28,14 @@ pub use metrics::LimitsMetrics;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::shard::txn::Txn;
+use crate::services::Registration;
+use crate::shard::service::{Cx, ShardService};
 use crate::storage::Storage;
 use hashbrown::HashMap;
 use policy::Policy;
 use rush_protocol::cmd::{LimitPolicySet, PolicyDef, PolicyListReply, PolicySetReply};
 use rush_protocol::limits::MAX_POLICIES;
-use rush_protocol::{Reply, Request, RushError};
+use rush_protocol::{Reply, Request, RushError, Service};
 
 /// The purchase-limit service of one shard.
 pub struct Limits {
@@ -84,8 +85,23 @@ impl Limits {
         self.policies.insert(policy.def.name.clone(), policy);
         Ok(new)
     }
+}
 
-    pub fn apply(&mut self, req: &Request, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+pub const REGISTRATION: Registration = Registration {
+    service: Service::Limits,
+    build: |ctx, _shard| {
+        Ok(Box::new(Limits::load(
+            &ctx.config,
+            &ctx.storage,
+            &ctx.metrics,
+        )?))
+    },
+    combine: admin::combine,
+};
+
+impl ShardService for Limits {
+    fn apply(&mut self, req: &Request, cx: &mut Cx) -> Result<Reply, RushError> {
+        let (now, txn) = (cx.now, &mut *cx.txn);
         match req {
             Request::LimitAcquire(r) => self.acquire(r, now, txn),
             Request::LimitRelease(r) => self.release(r, now, txn),
@@ -110,7 +126,9 @@ impl Limits {
             ))),
         }
     }
+}
 
+impl Limits {
     /// A policy broadcast by `admin::policy_set` (already stored).
     fn policy_set(&mut self, r: &LimitPolicySet) -> Result<Reply, RushError> {
         let created = self

@@ -148,7 +148,7 @@ pub struct CompiledRule {
     pub scope: Scope,
     pub max: u64,
     span: Span,
-    pub denials: prometheus::IntCounter,
+    pub denials: crate::metrics::local::Counter,
 }
 
 impl CompiledRule {

@@ -1,7 +1,9 @@
 //! The short-link service's Prometheus metrics (registered on the node's
-//! registry by `Metrics::new`). Label sets are fixed and resolved once.
+//! registry by `Metrics::new`). Label sets are fixed and resolved once; the
+//! counters are per shard (`metrics::local`).
 
-use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
+use crate::metrics::local::{self, Counter as IntCounter};
+use prometheus::{IntCounterVec, Opts, Registry};
 
 pub struct LinkMetrics {
     /// Codes handed out: fresh from a segment.
@@ -26,23 +28,25 @@ pub struct LinkMetrics {
 }
 
 impl LinkMetrics {
-    pub fn new(r: &Registry) -> LinkMetrics {
-        let reg = |c: IntCounter| crate::metrics::reg(r, c);
-        let issued = crate::metrics::reg(
+    pub fn new(r: &Registry, writers: usize) -> LinkMetrics {
+        let counter = |name: &str, help: &str| local::counter(r, name, help, writers);
+        let issued = local::register(
             r,
-            IntCounterVec::new(
-                Opts::new("links_codes_issued_total", "Short codes issued, by source"),
+            local::CounterVec::new(
+                "links_codes_issued_total",
+                "Short codes issued, by source",
                 &["source"],
-            )
-            .expect("valid"),
+                writers,
+            ),
         );
-        let resolves = crate::metrics::reg(
+        let resolves = local::register(
             r,
-            IntCounterVec::new(
-                Opts::new("links_resolves_total", "LINK_RESOLVE answers, by result"),
+            local::CounterVec::new(
+                "links_resolves_total",
+                "LINK_RESOLVE answers, by result",
                 &["result"],
-            )
-            .expect("valid"),
+                writers,
+            ),
         );
         let redirects = crate::metrics::reg(
             r,
@@ -59,28 +63,24 @@ impl LinkMetrics {
             issued_new: issued.with_label_values(&["new"]),
             issued_recycled: issued.with_label_values(&["recycled"]),
             issued_alias: issued.with_label_values(&["alias"]),
-            segments_reserved: reg(IntCounter::new(
+            segments_reserved: counter(
                 "links_segments_reserved_total",
                 "ID segments reserved for short codes",
-            )
-            .expect("valid")),
-            segment_waits: reg(IntCounter::new(
+            ),
+            segment_waits: counter(
                 "links_segment_waits_total",
                 "Short codes that waited for a segment reservation (no prefetch ready)",
-            )
-            .expect("valid")),
+            ),
             resolve_hit: resolves.with_label_values(&["hit"]),
             resolve_miss: resolves.with_label_values(&["miss"]),
-            slides: reg(IntCounter::new(
+            slides: counter(
                 "links_sliding_expiry_rewrites_total",
                 "Link expiries pushed out by a visit",
-            )
-            .expect("valid")),
-            exhausted: reg(IntCounter::new(
+            ),
+            exhausted: counter(
                 "links_exhausted_total",
                 "Shortens refused because the slot's code space had no free code",
-            )
-            .expect("valid")),
+            ),
             redirects,
         }
     }

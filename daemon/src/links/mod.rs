@@ -35,13 +35,15 @@ pub use metrics::LinkMetrics;
 use crate::kv::storage_error;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
+use crate::services::{no_broadcast, Registration};
+use crate::shard::service::{Cx, ShardService};
 use crate::shard::txn::Txn;
 use crate::shard::ShardContext;
 use crate::storage::value::{self, kind, Stored};
 use crate::storage::{keys, Storage, StorageError};
 use issue::{Issued, Issuer};
 use record::LinkRecord;
-use rush_protocol::{Reply, Request, RushError};
+use rush_protocol::{Reply, Request, RushError, Service};
 use scramble::Scrambler;
 use std::sync::Arc;
 use validate::UrlRules;
@@ -84,6 +86,45 @@ fn read_key(storage: &Storage) -> Result<[u8; 16], StorageError> {
         .map_err(|_| value::Corrupt(format!("the short-code key has {} bytes", raw.len())).into())
 }
 
+pub const REGISTRATION: Registration = Registration {
+    service: Service::Links,
+    build: |ctx, _shard| Ok(Box::new(Links::new(ctx).map_err(|e| e.to_string())?)),
+    combine: no_broadcast,
+};
+
+impl ShardService for Links {
+    fn apply(&mut self, req: &Request, cx: &mut Cx) -> Result<Reply, RushError> {
+        self.dispatch(req, cx.now, cx.txn, cx.segments)
+    }
+
+    /// Timer: buffered visit counters go to storage.
+    fn tick(&mut self, cx: &mut Cx) {
+        self.visits.flush(cx.now, cx.txn);
+    }
+
+    /// A group commit failed: drop in-memory state that may reflect it.
+    fn on_commit_failure(&mut self) {
+        self.issuer.clear();
+        self.visits.clear();
+    }
+
+    /// Slots moved in: their issuing state (reserved indices, the code key
+    /// they came with) reloads from their data on first use.
+    fn on_slots_imported(&mut self, slots: &[u16], _storage: &Storage) {
+        for &slot in slots {
+            self.issuer.forget_slot(slot);
+        }
+    }
+
+    /// Slots moved away: forget their issuing state and visit counters.
+    fn on_slots_dropped(&mut self, slots: &[u16]) {
+        for &slot in slots {
+            self.issuer.forget_slot(slot);
+        }
+        self.visits.forget_slots(slots);
+    }
+}
+
 /// The short-link service of one shard. Lives on the shard thread: its
 /// in-memory state (segments are the shard's, reserved indices, free lists,
 /// visit counters) is never shared, so no request takes a lock.
@@ -107,7 +148,7 @@ struct Loaded {
     record: LinkRecord,
     expires_at: u64,
     /// The stored value, for rewrites that only move the expiry.
-    raw: Vec<u8>,
+    raw: bytes::Bytes,
 }
 
 impl Links {
@@ -125,7 +166,7 @@ impl Links {
         })
     }
 
-    pub fn apply(
+    fn dispatch(
         &mut self,
         req: &Request,
         now: u64,
@@ -144,33 +185,6 @@ impl Links {
                 other.opcode().name()
             ))),
         }
-    }
-
-    /// Timer: buffered visit counters go to storage.
-    pub fn tick(&mut self, now: u64, txn: &mut Txn) {
-        self.visits.flush(now, txn);
-    }
-
-    /// Slots moved in: their issuing state (reserved indices, the code key
-    /// they came with) reloads from their data on first use.
-    pub fn on_slots_imported(&mut self, slots: &[u16]) {
-        for &slot in slots {
-            self.issuer.forget_slot(slot);
-        }
-    }
-
-    /// Slots moved away: forget their issuing state and visit counters.
-    pub fn on_slots_dropped(&mut self, slots: &[u16]) {
-        for &slot in slots {
-            self.issuer.forget_slot(slot);
-        }
-        self.visits.forget_slots(slots);
-    }
-
-    /// A group commit failed: drop in-memory state that may reflect it.
-    pub fn on_commit_failure(&mut self) {
-        self.issuer.clear();
-        self.visits.clear();
     }
 
     fn short_url(&self, code: &str) -> String {

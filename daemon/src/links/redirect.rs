@@ -9,8 +9,8 @@
 //! same path as a protocol request, so visits are counted and expiry slides.
 
 use crate::server::NodeShared;
+use crate::shard::route::shard_of_slot;
 use crate::shard::{Job, ReplyTo};
-use crate::storage::keys::shard_of_slot;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};

@@ -1,13 +1,21 @@
-//! Prometheus metrics. Handles for the hot path (per-opcode "ok" counters and
-//! latency histograms) are resolved once at start-up, so a request costs an
-//! atomic add, not a label lookup. Gauges that can be read off live state
+//! Prometheus metrics. What the request path counts — answers by opcode
+//! and outcome, latency, group sizes, each service's counters — is kept per
+//! shard ([`local`]): an update is a plain add on a cache line only that
+//! shard's thread writes, with every label set resolved once (error answers
+//! included: a storm of LIMITED or BUSY answers is hot traffic in a flash
+//! sale). A scrape sums the shards. Gauges that can be read off live state
 //! (queue depths, storage counters) are filled in at scrape time.
 
+pub mod local;
+
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use rush_protocol::{ErrorCode, Opcode};
+use std::sync::{Arc, OnceLock};
+
+/// Error codes counted per opcode without a lookup (codes are below this).
+const CODES: usize = 64;
 
 /// Latency buckets in seconds: 25 µs to 2.5 s.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -17,11 +25,17 @@ const LATENCY_BUCKETS: &[f64] = &[
 
 pub struct Metrics {
     pub registry: Registry,
-    requests: IntCounterVec,
-    ok_by_opcode: Vec<Option<IntCounter>>,
-    latency_by_opcode: Vec<Option<Histogram>>,
-    pub batch_size: Histogram,
-    pub commit_seconds: Histogram,
+    /// Writers of the per-shard cells: one per shard, one shared.
+    writers: usize,
+    requests: Arc<local::CounterVec>,
+    /// Index into the per-opcode tables by opcode byte.
+    opcode_index: Box<[u8; 256]>,
+    ok_by_opcode: Vec<local::Counter>,
+    /// `[opcode index * CODES + code]`, resolved on first use.
+    errors: Box<[OnceLock<local::Counter>]>,
+    latency_by_opcode: Vec<local::Histogram>,
+    pub batch_size: local::Histogram,
+    pub commit_seconds: local::Histogram,
     pub queue_depth: IntGaugeVec,
     pub connections: IntGauge,
     pub connections_total: IntCounter,
@@ -35,6 +49,9 @@ pub struct Metrics {
     pub auth_failures: IntCounter,
     pub row_cache_hits: IntCounter,
     pub row_cache_misses: IntCounter,
+    /// Requests a shard read for another shard's slot and forwarded (a
+    /// client that isn't shard-aware; see SHARD_BIND).
+    pub forwarded: local::Counter,
     pub limits: crate::limits::LimitsMetrics,
     pub catalog: crate::catalog::CatalogMetrics,
     pub envelopes: crate::envelopes::EnvelopeMetrics,
@@ -51,58 +68,60 @@ pub(crate) fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry
 }
 
 impl Metrics {
-    pub fn new() -> Metrics {
+    /// Metrics of a node running `shards` shards.
+    pub fn new(shards: usize) -> Metrics {
+        let writers = shards + 1;
         let r = Registry::new_custom(Some("rush".into()), None).expect("valid prefix");
-        let requests = reg(
+        let requests = local::register(
             &r,
-            IntCounterVec::new(
-                Opts::new("requests_total", "Requests answered, by opcode and outcome"),
+            local::CounterVec::new(
+                "requests_total",
+                "Requests answered, by opcode and outcome",
                 &["op", "outcome"],
-            )
-            .expect("valid"),
+                writers,
+            ),
         );
-        let latency = reg(
+        let latency = local::register(
             &r,
-            HistogramVec::new(
-                HistogramOpts::new(
-                    "request_duration_seconds",
-                    "From a whole frame received to its answer encoded",
-                )
-                .buckets(LATENCY_BUCKETS.to_vec()),
+            local::HistogramVec::new(
+                "request_duration_seconds",
+                "From a whole frame received to its answer ready to write",
                 &["op"],
-            )
-            .expect("valid"),
+                LATENCY_BUCKETS,
+                writers,
+            ),
         );
-        let mut ok_by_opcode = vec![None; 256];
-        let mut latency_by_opcode = vec![None; 256];
-        for op in Opcode::ALL {
-            ok_by_opcode[op.as_u8() as usize] =
-                Some(requests.with_label_values(&[op.name(), "ok"]));
-            latency_by_opcode[op.as_u8() as usize] = Some(latency.with_label_values(&[op.name()]));
+        let mut opcode_index = Box::new([u8::MAX; 256]);
+        let mut ok_by_opcode = Vec::new();
+        let mut latency_by_opcode = Vec::new();
+        for (i, op) in Opcode::ALL.iter().enumerate() {
+            opcode_index[op.as_u8() as usize] = i as u8;
+            ok_by_opcode.push(requests.with_label_values(&[op.name(), "ok"]));
+            latency_by_opcode.push(latency.with_label_values(&[op.name()]));
         }
+        let histogram = |name: &str, help: &str, buckets: &[f64]| {
+            local::register(
+                &r,
+                local::HistogramVec::new(name, help, &[], buckets, writers),
+            )
+            .with_label_values(&[])
+        };
         Metrics {
+            writers,
+            opcode_index,
+            errors: (0..Opcode::ALL.len() * CODES).map(|_| OnceLock::new()).collect(),
             ok_by_opcode,
             latency_by_opcode,
             requests,
-            batch_size: reg(
-                &r,
-                Histogram::with_opts(
-                    HistogramOpts::new("shard_batch_size", "Requests per group commit").buckets(
-                        vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0],
-                    ),
-                )
-                .expect("valid"),
+            batch_size: histogram(
+                "shard_batch_size",
+                "Requests per group commit",
+                &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0],
             ),
-            commit_seconds: reg(
-                &r,
-                Histogram::with_opts(
-                    HistogramOpts::new(
-                        "storage_commit_seconds",
-                        "Time of one group commit (WriteBatch + fsync when durable)",
-                    )
-                    .buckets(LATENCY_BUCKETS.to_vec()),
-                )
-                .expect("valid"),
+            commit_seconds: histogram(
+                "storage_commit_seconds",
+                "Time of one group commit (WriteBatch + fsync when durable)",
+                LATENCY_BUCKETS,
             ),
             queue_depth: reg(
                 &r,
@@ -182,6 +201,12 @@ impl Metrics {
                 )
                 .expect("valid"),
             ),
+            forwarded: local::counter(
+                &r,
+                "shard_forwarded_total",
+                "Requests forwarded to the shard that owns their slot (the connection was another shard's)",
+                writers,
+            ),
             auth_failures: reg(
                 &r,
                 IntCounter::new(
@@ -190,33 +215,52 @@ impl Metrics {
                 )
                 .expect("valid"),
             ),
-            limits: crate::limits::LimitsMetrics::new(&r),
-            catalog: crate::catalog::CatalogMetrics::new(&r),
-            envelopes: crate::envelopes::EnvelopeMetrics::new(&r),
-            links: crate::links::LinkMetrics::new(&r),
+            limits: crate::limits::LimitsMetrics::new(&r, writers),
+            catalog: crate::catalog::CatalogMetrics::new(&r, writers),
+            envelopes: crate::envelopes::EnvelopeMetrics::new(&r, writers),
+            links: crate::links::LinkMetrics::new(&r, writers),
             cluster: crate::cluster::ClusterMetrics::new(&r),
             registry: r,
         }
     }
 
+    /// Writers of per-shard metrics (shards + 1), for services' families.
+    pub fn writers(&self) -> usize {
+        self.writers
+    }
+
     /// Count an answered request and its latency.
+    #[inline]
     pub fn observe(&self, opcode: u8, outcome: Result<(), ErrorCode>, seconds: f64) {
+        let i = self.opcode_index[opcode as usize] as usize;
+        if i == u8::MAX as usize {
+            // An opcode this server doesn't know: counted, rarely.
+            if let Err(code) = outcome {
+                self.requests
+                    .with_label_values(&["UNKNOWN", code.name()])
+                    .inc();
+            }
+            return;
+        }
         match outcome {
-            Ok(()) => {
-                if let Some(c) = &self.ok_by_opcode[opcode as usize] {
-                    c.inc();
+            Ok(()) => self.ok_by_opcode[i].inc(),
+            Err(code) => {
+                let c = code.as_u8() as usize;
+                if c < CODES {
+                    self.errors[i * CODES + c]
+                        .get_or_init(|| {
+                            self.requests
+                                .with_label_values(&[Opcode::ALL[i].name(), code.name()])
+                        })
+                        .inc();
+                } else {
+                    self.requests
+                        .with_label_values(&[Opcode::ALL[i].name(), code.name()])
+                        .inc();
                 }
             }
-            Err(code) => {
-                let op = Opcode::from_u8(opcode)
-                    .map(|o| o.name())
-                    .unwrap_or("UNKNOWN");
-                self.requests.with_label_values(&[op, code.name()]).inc();
-            }
         }
-        if let Some(h) = &self.latency_by_opcode[opcode as usize] {
-            h.observe(seconds);
-        }
+        self.latency_by_opcode[i].observe(seconds);
     }
 
     /// Prometheus text exposition.
@@ -231,6 +275,6 @@ impl Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        Self::new()
+        Self::new(1)
     }
 }

@@ -1,8 +1,13 @@
-//! The node: listeners, connections, shards and their shared context.
-//! [`start`] brings a node up and returns a [`Running`] handle; tests start
-//! nodes in-process on port 0 this way, the `rushd` binary through [`run`].
+//! The node: listeners, shards and their shared context. [`start`] brings a
+//! node up and returns a [`Running`] handle; tests start nodes in-process on
+//! port 0 this way, the `rushd` binary through [`run`].
+//!
+//! The protocol listener only accepts: each connection is handed to a
+//! shard (round-robin), whose thread serves it from then on (see `shard`).
+//! The node's tokio runtime runs what isn't a shard's: the accept loop,
+//! HTTP (metrics, redirects), cluster operations and requests that run on
+//! every shard.
 
-pub mod conn;
 pub(crate) mod node_cmds;
 
 use crate::clock::Clock;
@@ -16,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// What every connection task shares.
@@ -35,16 +40,24 @@ pub struct NodeShared {
     /// balancers stop sending before connections are drained.
     pub ready: AtomicBool,
     pub connections: AtomicUsize,
-    /// Request bytes in flight over all connections (KiB permits).
-    pub global_bytes: Arc<Semaphore>,
     /// Tokens HELLO must present, when configured. Never logged.
     pub auth: crate::auth::Auth,
-    /// TLS for the protocol listener, when configured.
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
-    /// Every task that holds this node (connections, requests that run on
-    /// all shards): shutdown waits for them, so the storage is closed when
+    /// Every node task (cluster operations, requests that run on all
+    /// shards): shutdown waits for them, so the storage is closed when
     /// `shutdown` returns.
     pub tasks: tokio_util::task::TaskTracker,
+    /// The node's runtime, for tasks started from shard threads.
+    pub runtime: tokio::runtime::Handle,
+}
+
+impl NodeShared {
+    /// Run a node task (from any thread, shards' included).
+    pub fn spawn<F>(&self, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.tasks.spawn_on(task, &self.runtime);
+    }
 }
 
 /// A node that is serving.
@@ -108,13 +121,20 @@ impl Running {
                 tracing::warn!("redirect requests did not finish within {drain:?}");
             }
         }
-        // Connections drain within the drain timeout, then their writers get
-        // as long again to flush.
-        if tokio::time::timeout(drain * 2, node.tasks.wait())
+        // Shards stop reading, answer what is in flight and close their
+        // connections, within the drain timeout (and as long again to
+        // write the last answers).
+        let drained: Vec<_> = node.shards.iter().map(|s| s.drain(drain)).collect();
+        for d in drained {
+            if tokio::time::timeout(drain * 2, d).await.is_err() {
+                tracing::warn!("connections did not drain within {drain:?}; closing them");
+            }
+        }
+        if tokio::time::timeout(drain, node.tasks.wait())
             .await
             .is_err()
         {
-            tracing::warn!("connections did not drain within {drain:?}; closing them");
+            tracing::warn!("node tasks did not finish within {drain:?}");
         }
         for s in &node.shards {
             s.stop();
@@ -159,7 +179,7 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
     let storage = Arc::new(storage);
     let node_id = node_id(&config, &storage)?;
     crate::links::ensure_key(&storage).context("short-link code key")?;
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::new(shards));
 
     // Listeners first: a lone node started on port 0 reports its real
     // address in CLUSTER_SLOTS. Connections wait in the backlog until the
@@ -212,6 +232,10 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
     };
     let cluster = Arc::new(cluster);
 
+    let tls = match (&config.tls.cert_file, &config.tls.key_file) {
+        (Some(cert), Some(key)) => Some(crate::tls::server_config(cert, key)?),
+        _ => None,
+    };
     let ctx = ShardContext {
         config: config.clone(),
         storage: storage.clone(),
@@ -219,26 +243,26 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         metrics: metrics.clone(),
         envelopes: Default::default(),
         routing: cluster.routing.clone(),
+        tls,
     };
     let mut handles = Vec::with_capacity(shards);
-    let mut threads = Vec::with_capacity(shards);
+    let mut built = Vec::with_capacity(shards);
     for i in 0..shards {
-        let (h, t) = shard::spawn(i, ctx.clone()).context("starting shard thread")?;
+        let ctx = ctx.clone();
+        let (h, s) = tokio::task::spawn_blocking(move || shard::create(i, ctx))
+            .await
+            .context("shard task")?
+            .context("creating a shard")?;
         handles.push(h);
-        threads.push(t);
+        built.push(s);
     }
 
-    let tls = match (&config.tls.cert_file, &config.tls.key_file) {
-        (Some(cert), Some(key)) => Some(crate::tls::acceptor(cert, key)?),
-        _ => None,
-    };
     if auth.required() {
         tracing::info!(tokens = ?auth, "authentication required");
     }
     let node = Arc::new(NodeShared {
         auth,
-        tls,
-        global_bytes: Arc::new(Semaphore::new(config.server.global_inflight_bytes / 1024)),
+        runtime: tokio::runtime::Handle::current(),
         config,
         storage,
         clock,
@@ -252,6 +276,11 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         connections: AtomicUsize::new(0),
         tasks: tokio_util::task::TaskTracker::new(),
     });
+    let mut threads = Vec::with_capacity(shards);
+    for (h, s) in node.shards.iter().zip(built) {
+        h.set_node(node.clone());
+        threads.push(shard::start(s).context("starting shard thread")?);
+    }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let accept = tokio::spawn(accept_loop(listener, node.clone(), shutdown_rx.clone()));
     let http = http_listener.map(|l| tokio::spawn(crate::http::serve(l, Arc::downgrade(&node))));
@@ -355,6 +384,7 @@ async fn accept_loop(
     node: Arc<NodeShared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let mut next = 0usize;
     loop {
         let (stream, _peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -377,13 +407,18 @@ async fn accept_loop(
         }
         node.metrics.connections_total.inc();
         node.metrics.connections.inc();
-        let (node, shutdown) = (node.clone(), shutdown.clone());
-        let tasks = node.tasks.clone();
-        tasks.spawn(async move {
-            conn::serve(stream, node.clone(), shutdown).await;
+        // Round-robin; a shard-aware client moves its connections to the
+        // shards it wants (SHARD_BIND).
+        let shard = &node.shards[next % node.shards.len()];
+        next = next.wrapping_add(1);
+        let handed = stream
+            .into_std()
+            .map_err(|_| ())
+            .and_then(|s| shard.accept(s).map_err(|_| ()));
+        if handed.is_err() {
             node.connections.fetch_sub(1, Ordering::SeqCst);
             node.metrics.connections.dec();
-        });
+        }
     }
 }
 

@@ -1,34 +1,78 @@
-//! Requests the node answers itself (PING, HELLO, INFO, CLUSTER_SLOTS) and
-//! requests that run on every shard (COMPACT, CLOCK_ADVANCE, envelope
-//! refunds and audit).
+//! Requests the node answers itself (PING, HELLO, INFO, CLUSTER_SLOTS,
+//! SHARDS, SHARD_BIND), cluster operations, and requests that run on every
+//! shard (COMPACT, CLOCK_ADVANCE, envelope refunds and audit…).
+//!
+//! The shard that read such a request calls [`handle`] inline; what must
+//! wait on storage, other shards or peers runs as a node task ([`spawn`])
+//! whose answer is posted back to the connection's shard.
 
-use super::conn::{ConnState, ReplySink};
 use super::NodeShared;
 use crate::auth::Role;
-use crate::shard::{Job, ReplyTo};
-use rush_protocol::cmd::{ClusterSlotsReply, HelloReply, InfoReply, Pong};
+use crate::shard::conn::ConnState;
+use crate::shard::{Job, ReplySink, ReplyTo};
+use rush_protocol::cmd::{ClusterSlotsReply, HelloReply, InfoReply, Pong, ShardsReply, SlotRange};
 use rush_protocol::frame::VERSION;
-use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, Service};
+use rush_protocol::{ErrorCode, Reply, Request, RushError, Service, Target};
 use std::sync::Arc;
 
-pub fn handle(node: &Arc<NodeShared>, state: &mut ConnState, request: Request, sink: ReplySink) {
+/// What became of a node request.
+pub enum NodeAnswer {
+    /// Answered now.
+    Now(Result<Reply, RushError>),
+    /// SHARD_BIND: the shard moves the connection (and answers from there).
+    Bind(usize),
+    /// Runs in a node task ([`spawn`]).
+    Later(Request),
+}
+
+/// A node request, on the shard thread that read it. Never blocks.
+pub fn handle(
+    node: &Arc<NodeShared>,
+    state: &mut ConnState,
+    request: Request,
+    _shard: usize,
+) -> NodeAnswer {
     let result = match request {
         Request::Ping(p) => Ok(Reply::Ping(Pong { payload: p.payload })),
         Request::Hello(h) => hello(node, state, h),
         Request::Info(_) => Ok(Reply::Info(info(node))),
         Request::ClusterSlots(_) => Ok(Reply::ClusterSlots(cluster_slots(node))),
+        Request::Shards(_) => Ok(Reply::Shards(shards(node))),
+        Request::ShardBind(b) => return NodeAnswer::Bind(b.shard as usize),
         // Cluster changes wait on storage, shards and peers: a node task.
-        other if other.opcode().service() == Service::Cluster => {
-            node.tasks
-                .spawn(crate::cluster::handle(node.clone(), other, sink));
-            return;
-        }
+        other if other.opcode().service() == Service::Cluster => return NodeAnswer::Later(other),
         other => Err(RushError::internal(format!(
             "{} is not a node request",
             other.opcode().name()
         ))),
     };
-    sink.send(result)
+    NodeAnswer::Now(result)
+}
+
+/// Run a cluster operation, or a request whose target is every shard, as a
+/// node task; its answer goes to `sink`.
+pub fn spawn(node: &Arc<NodeShared>, target: Target, request: Request, sink: ReplySink) {
+    if target == Target::AllShards {
+        node.spawn(fan_out(node.clone(), request, ReplyTo::Conn(sink)));
+    } else {
+        node.spawn(crate::cluster::handle(node.clone(), request, sink));
+    }
+}
+
+/// The node's shard layout.
+pub fn shards(node: &NodeShared) -> ShardsReply {
+    let n = node.shards.len();
+    ShardsReply {
+        ranges: (0..n)
+            .map(|i| {
+                let r = crate::shard::route::slots_of_shard(i, n);
+                SlotRange {
+                    start: *r.start(),
+                    end: *r.end(),
+                }
+            })
+            .collect(),
+    }
 }
 
 fn hello(
@@ -124,7 +168,7 @@ fn cluster_slots(node: &NodeShared) -> ClusterSlotsReply {
 }
 
 /// Run a request on every shard and combine the answers.
-pub async fn fan_out(node: Arc<NodeShared>, request: Request, sink: ReplySink) {
+pub async fn fan_out(node: Arc<NodeShared>, request: Request, sink: ReplyTo) {
     let result = match request {
         Request::ClockAdvance(c) => clock_advance(&node, c.ms).await,
         Request::LimitPolicySet(set) => crate::limits::admin::policy_set(&node, set).await,
@@ -136,19 +180,11 @@ pub async fn fan_out(node: Arc<NodeShared>, request: Request, sink: ReplySink) {
                 .map(|_| Reply::Compact(()))
                 .map_err(|e| RushError::internal(format!("compaction task: {e}")))
         }
-        // Merging refund pages needs the page size, so not via `combine`.
-        Request::EnvelopeRefunds(r) => {
-            let limit = r.limit as usize;
-            broadcast(&node, Request::EnvelopeRefunds(r))
-                .await
-                .and_then(|replies| crate::envelopes::merge_refunds(replies, limit))
-        }
-        other => {
-            let opcode = other.opcode();
-            broadcast(&node, other)
-                .await
-                .and_then(|replies| combine(opcode, replies))
-        }
+        // Everything else: each shard answers, the request's service
+        // combines the answers.
+        other => broadcast(&node, other.clone())
+            .await
+            .and_then(|replies| crate::services::combine(&other, replies)),
     };
     sink.send(result)
 }
@@ -176,40 +212,6 @@ pub async fn broadcast(node: &NodeShared, request: Request) -> Result<Vec<Reply>
         replies.push(r?);
     }
     Ok(replies)
-}
-
-/// Merge per-shard answers of a request that ran on every shard.
-fn combine(opcode: Opcode, replies: Vec<Reply>) -> Result<Reply, RushError> {
-    // Each service that broadcasts adds how its answers merge, by opcode.
-    match opcode {
-        Opcode::CatalogShed => Ok(Reply::CatalogShed(())),
-        Opcode::CatalogWarm => {
-            let mut sum = rush_protocol::cmd::CatalogWarmReply::default();
-            for r in replies {
-                if let Reply::CatalogWarm(w) = r {
-                    sum.loaded += w.loaded;
-                    sum.absent += w.absent;
-                }
-            }
-            Ok(Reply::CatalogWarm(sum))
-        }
-        Opcode::CatalogRebuild => Ok(Reply::CatalogRebuild(
-            replies
-                .iter()
-                .map(|r| match r {
-                    Reply::CatalogRebuild(n) => *n,
-                    _ => 0,
-                })
-                .sum(),
-        )),
-        Opcode::EnvelopeRefundsAck | Opcode::EnvelopeAudit => {
-            crate::envelopes::combine(opcode, replies)
-        }
-        _ => Err(RushError::internal(format!(
-            "{} does not run on every shard",
-            opcode.name()
-        ))),
-    }
 }
 
 async fn clock_advance(node: &NodeShared, ms: u64) -> Result<Reply, RushError> {

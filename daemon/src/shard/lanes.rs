@@ -1,41 +1,41 @@
-//! The jobs a shard has taken off its channel, in FIFO lanes.
+//! Requests a shard has read but not yet run, in FIFO lanes.
 //!
-//! A shard is the FIFO queue of everything in its slots: one thread applies
-//! its requests one at a time. Left as a single FIFO, one hot envelope (ten
-//! thousand users grabbing at once) would fill whole groups with its grabs
-//! and everything behind them — other envelopes, short links, limits — would
-//! wait for all of them. So requests that name an envelope (grab, info) go
-//! to that envelope's own lane, everything else to the general lane, and a
-//! group is filled round-robin:
+//! A shard runs up to `storage.max_batch` requests a pass; what it reads
+//! beyond that waits here for the next passes (and past
+//! `storage.queue_depth` waiting requests, new ones are answered BUSY).
+//! Left as a single FIFO, one hot key — ten thousand users grabbing one
+//! envelope at once — would fill whole passes and everything behind it
+//! would wait for all of it. So a service may name a lane for a request
+//! ([`ShardService::lane`](super::service::ShardService::lane): the
+//! envelope service names one per envelope), everything else goes to the
+//! general lane, and a pass is filled round-robin:
 //!
-//! - each round takes one job from every envelope lane with work, and as
-//!   many from the general lane as there are envelope lanes (at least one),
-//!   so other requests get at least half of a contended group and every
-//!   envelope an equal share of the rest;
-//! - the rotation carries over between groups, so lanes cut off by a full
-//!   group go first next time.
+//! - each round takes one request from every keyed lane with work, and as
+//!   many from the general lane as there are keyed lanes (at least one), so
+//!   other requests get at least half of a contended pass and every key an
+//!   equal share of the rest;
+//! - the rotation carries over between passes, so lanes cut off by a full
+//!   pass go first next time.
 //!
-//! Order is kept where it is promised: within a lane jobs stay FIFO, and all
-//! requests for one key are in one lane (one envelope's requests in its
-//! lane; every other key's in the general lane), so requests for the same
-//! key on one connection still apply in the order they were sent.
+//! Order is kept where it is promised: within a lane requests stay FIFO,
+//! and all requests for one key are in one lane, so requests for the same
+//! key on one connection still apply in the order they were sent (while
+//! anything waits here, new requests wait behind it).
 //!
-//! Per-envelope admission control counts an envelope's lane: the shard asks
-//! the envelope service whether to queue a grab, with the lane's depth (see
-//! `Envelopes::admit`), before it is pushed here.
+//! Admission control counts a lane: before a request waits or runs, its
+//! service may answer it at once given how many of its lane already wait
+//! ([`ShardService::admit`](super::service::ShardService::admit)).
 
-use super::Job;
 use hashbrown::HashMap;
-use rush_protocol::Request;
 use std::collections::VecDeque;
 
 /// Lanes deeper than this are reported as hot (metrics).
 const HOT_DEPTH: usize = 16;
 
-#[derive(Default)]
-pub struct Lanes {
-    general: VecDeque<Job>,
-    envelopes: HashMap<u64, VecDeque<Job>>,
+pub struct Lanes<T> {
+    general: VecDeque<T>,
+    /// Keyed lanes (e.g. one per envelope).
+    envelopes: HashMap<u64, VecDeque<T>>,
     /// Envelope lanes with jobs, in round-robin order.
     rotation: VecDeque<u64>,
     len: usize,
@@ -43,16 +43,19 @@ pub struct Lanes {
     peaks: HashMap<u64, usize>,
 }
 
-impl Lanes {
-    /// The envelope whose lane a request belongs to; `None`: general lane.
-    pub fn envelope_of(request: &Request) -> Option<u64> {
-        match request {
-            Request::EnvelopeGrab(g) => Some(g.id),
-            Request::EnvelopeInfo(i) => Some(i.id),
-            _ => None,
+impl<T> Default for Lanes<T> {
+    fn default() -> Self {
+        Lanes {
+            general: VecDeque::new(),
+            envelopes: HashMap::new(),
+            rotation: VecDeque::new(),
+            len: 0,
+            peaks: HashMap::new(),
         }
     }
+}
 
+impl<T> Lanes<T> {
     pub fn len(&self) -> usize {
         self.len
     }
@@ -66,9 +69,10 @@ impl Lanes {
         self.envelopes.get(&envelope).map_or(0, VecDeque::len)
     }
 
-    pub fn push(&mut self, job: Job) {
+    /// Queue a job in lane `lane` (`None`: the general lane).
+    pub fn push(&mut self, lane: Option<u64>, job: T) {
         self.len += 1;
-        let Some(id) = Self::envelope_of(&job.request) else {
+        let Some(id) = lane else {
             self.general.push_back(job);
             return;
         };
@@ -84,7 +88,7 @@ impl Lanes {
     }
 
     /// Move the next group (at most `max` jobs) into `out`, round-robin.
-    pub fn next_group(&mut self, max: usize, out: &mut Vec<Job>) {
+    pub fn next_group(&mut self, max: usize, out: &mut Vec<T>) {
         while out.len() < max && self.len > 0 {
             let general_share = self.rotation.len().max(1);
             for _ in 0..general_share {
@@ -122,6 +126,15 @@ impl Lanes {
         }
     }
 
+    /// Remember that `depth` requests of lane `lane` waited at once (those
+    /// queued and those waiting for the current commit).
+    pub fn note_depth(&mut self, lane: u64, depth: usize) {
+        if depth >= HOT_DEPTH {
+            let peak = self.peaks.entry(lane).or_default();
+            *peak = (*peak).max(depth);
+        }
+    }
+
     /// The hot lanes' peak depths since the last call (for metrics).
     pub fn take_peaks(&mut self) -> HashMap<u64, usize> {
         std::mem::take(&mut self.peaks)
@@ -131,9 +144,10 @@ impl Lanes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shard::ReplyTo;
+    use crate::shard::{Job, ReplyTo};
     use bytes::Bytes;
     use rush_protocol::cmd::{EnvelopeGrab, Get};
+    use rush_protocol::Request;
 
     fn grab(id: u64, user: &str) -> Job {
         job(EnvelopeGrab {
@@ -158,6 +172,15 @@ mod tests {
         }
     }
 
+    /// As the shard does: envelope requests in their envelope's lane.
+    fn push(lanes: &mut Lanes<Job>, job: Job) {
+        let lane = match &job.request {
+            Request::EnvelopeGrab(g) => Some(g.id),
+            _ => None,
+        };
+        lanes.push(lane, job);
+    }
+
     fn describe(jobs: &[Job]) -> Vec<String> {
         jobs.iter()
             .map(|j| match &j.request {
@@ -172,13 +195,13 @@ mod tests {
 
     #[test]
     fn a_hot_envelope_does_not_starve_the_others() {
-        let mut lanes = Lanes::default();
+        let mut lanes: Lanes<Job> = Lanes::default();
         for i in 0..100 {
-            lanes.push(grab(1, &format!("u{i}")));
+            push(&mut lanes, grab(1, &format!("u{i}")));
         }
-        lanes.push(grab(2, "x"));
-        lanes.push(get("k1"));
-        lanes.push(get("k2"));
+        push(&mut lanes, grab(2, "x"));
+        push(&mut lanes, get("k1"));
+        push(&mut lanes, get("k2"));
         assert_eq!(lanes.len(), 103);
         assert_eq!(lanes.depth(1), 100);
         let mut group = Vec::new();
@@ -201,10 +224,10 @@ mod tests {
 
     #[test]
     fn rotation_carries_over_between_groups() {
-        let mut lanes = Lanes::default();
+        let mut lanes: Lanes<Job> = Lanes::default();
         for id in 1..=4 {
-            lanes.push(grab(id, "a"));
-            lanes.push(grab(id, "b"));
+            push(&mut lanes, grab(id, "a"));
+            push(&mut lanes, grab(id, "b"));
         }
         let mut group = Vec::new();
         lanes.next_group(3, &mut group);

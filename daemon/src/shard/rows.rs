@@ -15,6 +15,7 @@
 //! budget it becomes the old map (the previous old one is dropped), and a hit
 //! in the old map moves the entry back to the young one.
 
+use bytes::Bytes;
 use hashbrown::HashMap;
 
 /// Per-entry bookkeeping the byte budget counts on top of key and value.
@@ -24,15 +25,15 @@ const ENTRY_OVERHEAD: usize = 48;
 pub struct RowCache {
     /// Byte budget; 0 disables the cache.
     cap: usize,
-    young: HashMap<Vec<u8>, Option<Vec<u8>>>,
-    old: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    young: HashMap<Vec<u8>, Option<Bytes>>,
+    old: HashMap<Vec<u8>, Option<Bytes>>,
     young_bytes: usize,
     pub hits: u64,
     pub misses: u64,
 }
 
-fn size(key: &[u8], value: &Option<Vec<u8>>) -> usize {
-    key.len() + value.as_ref().map_or(0, Vec::len) + ENTRY_OVERHEAD
+fn size(key: &[u8], value: &Option<Bytes>) -> usize {
+    key.len() + value.as_ref().map_or(0, Bytes::len) + ENTRY_OVERHEAD
 }
 
 impl RowCache {
@@ -44,7 +45,7 @@ impl RowCache {
     }
 
     /// `Some(value)` when the key's committed value (or its absence) is known.
-    pub fn get(&mut self, key: &[u8]) -> Option<Option<Vec<u8>>> {
+    pub fn get(&mut self, key: &[u8]) -> Option<Option<Bytes>> {
         if self.cap == 0 {
             return None;
         }
@@ -66,7 +67,7 @@ impl RowCache {
     }
 
     /// Remember a key's committed value (`None`: absent).
-    pub fn insert(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+    pub fn insert(&mut self, key: Vec<u8>, value: Option<Bytes>) {
         if self.cap == 0 {
             return;
         }
@@ -108,20 +109,20 @@ mod tests {
     fn hits_misses_absence_and_generations() {
         let mut c = RowCache::new(16 * 1024);
         assert_eq!(c.get(b"k"), None);
-        c.insert(b"k".to_vec(), Some(b"v".to_vec()));
+        c.insert(b"k".to_vec(), Some(Bytes::from_static(b"v")));
         c.insert(b"gone".to_vec(), None);
-        assert_eq!(c.get(b"k"), Some(Some(b"v".to_vec())));
+        assert_eq!(c.get(b"k"), Some(Some(Bytes::from_static(b"v"))));
         assert_eq!(c.get(b"gone"), Some(None));
-        c.insert(b"k".to_vec(), Some(b"v2".to_vec()));
-        assert_eq!(c.get(b"k"), Some(Some(b"v2".to_vec())));
+        c.insert(b"k".to_vec(), Some(Bytes::from_static(b"v2")));
+        assert_eq!(c.get(b"k"), Some(Some(Bytes::from_static(b"v2"))));
         // Fill past the budget: old entries age out, kept ones survive while used.
         for i in 0..2_000u32 {
-            c.insert(i.to_be_bytes().to_vec(), Some(vec![0; 40]));
+            c.insert(i.to_be_bytes().to_vec(), Some(Bytes::from(vec![0; 40])));
             let _ = c.get(b"k");
         }
         assert_eq!(
             c.get(b"k"),
-            Some(Some(b"v2".to_vec())),
+            Some(Some(Bytes::from_static(b"v2"))),
             "a key in use stays"
         );
         assert_eq!(c.get(&0u32.to_be_bytes()), None, "an unused one ages out");
@@ -133,11 +134,11 @@ mod tests {
     #[test]
     fn disabled_and_oversized() {
         let mut off = RowCache::default();
-        off.insert(b"k".to_vec(), Some(b"v".to_vec()));
+        off.insert(b"k".to_vec(), Some(Bytes::from_static(b"v")));
         assert_eq!(off.get(b"k"), None);
         let mut c = RowCache::new(1600);
-        c.insert(b"k".to_vec(), Some(b"v".to_vec()));
-        c.insert(b"k".to_vec(), Some(vec![0; 500]));
+        c.insert(b"k".to_vec(), Some(Bytes::from_static(b"v")));
+        c.insert(b"k".to_vec(), Some(Bytes::from(vec![0; 500])));
         assert_eq!(
             c.get(b"k"),
             None,

@@ -12,6 +12,7 @@
 //! (requests are refused by the routing check at apply, timers skip it), so
 //! a hook sees exactly what the copy carried.
 
+use super::service::Cx;
 use super::txn::Txn;
 use super::Shard;
 use crate::cluster::store::encode_map;
@@ -92,7 +93,7 @@ impl Shard {
         let storage = self.ctx.storage.clone();
         let now = self.ctx.clock.now_ms();
         let mut txn = Txn::new(&storage, self.id);
-        self.envelopes.restamp_gained(slot, now, &mut txn)?;
+        self.prepare_import(&[slot], now, &mut txn)?;
         txn.put_meta(meta::CLUSTER_MAP, &encode_map(&map));
         txn.put_meta(&meta::cluster_imported(slot), &import_id.to_be_bytes());
         txn.delete_meta(&meta::cluster_import(slot));
@@ -151,28 +152,40 @@ impl Shard {
         let storage = self.ctx.storage.clone();
         let now = self.ctx.clock.now_ms();
         let mut txn = Txn::new(&storage, self.id);
-        for &slot in slots {
-            self.envelopes.restamp_gained(slot, now, &mut txn)?;
-        }
+        self.prepare_import(slots, now, &mut txn)?;
         self.commit(txn)?;
         self.slots_imported(slots);
+        Ok(())
+    }
+
+    /// Every service's "about to import" hook: writes for the commit that
+    /// makes the slots this shard's.
+    fn prepare_import(&mut self, slots: &[u16], now: u64, txn: &mut Txn) -> Result<(), RushError> {
+        let mut cx = Cx {
+            now,
+            txn,
+            segments: &mut self.segments,
+            backlog: 0,
+        };
+        for s in &mut self.services {
+            s.prepare_import(slots, &mut cx)?;
+        }
         Ok(())
     }
 
     /// Every service's "slots imported" hook.
     fn slots_imported(&mut self, slots: &[u16]) {
         self.segments.forget_slots(slots);
-        self.links.on_slots_imported(slots);
-        self.catalog.on_slots_imported(slots, &self.ctx.storage);
-        self.envelopes.on_slots_imported(slots);
-        // Limits and generic keys keep no per-slot state in memory.
+        for s in &mut self.services {
+            s.on_slots_imported(slots, &self.ctx.storage);
+        }
     }
 
     /// Every service's "slots dropped" hook.
     fn slots_dropped(&mut self, slots: &[u16]) {
         self.segments.forget_slots(slots);
-        self.links.on_slots_dropped(slots);
-        self.catalog.on_slots_dropped(slots);
-        self.envelopes.on_slots_dropped(slots);
+        for s in &mut self.services {
+            s.on_slots_dropped(slots);
+        }
     }
 }

@@ -9,6 +9,7 @@
 
 use super::rows::RowCache;
 use crate::storage::{Storage, StorageError, WriteBatch};
+use bytes::Bytes;
 use hashbrown::HashMap;
 use std::cell::RefCell;
 
@@ -19,12 +20,13 @@ pub type Scanned = (Vec<(Vec<u8>, Vec<u8>)>, bool);
 pub struct Txn<'s> {
     storage: &'s Storage,
     shard: usize,
-    batch: WriteBatch,
+    /// Made on the first write (a pass that only reads allocates none).
+    batch: Option<WriteBatch>,
     /// Newest value per key written by earlier requests of this group
     /// (`None` = deleted). Consulted before RocksDB.
-    applied: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    applied: HashMap<Vec<u8>, Option<Bytes>>,
     /// Writes of the request being applied, in order.
-    staged: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    staged: Vec<(Vec<u8>, Option<Bytes>)>,
     staged_ranges: Vec<(Vec<u8>, Vec<u8>)>,
     staged_sync: bool,
     sync: bool,
@@ -39,7 +41,7 @@ pub struct Txn<'s> {
 pub struct Finished {
     pub commit: Option<(WriteBatch, bool)>,
     rows: Option<RowCache>,
-    applied: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    applied: HashMap<Vec<u8>, Option<Bytes>>,
     ranges_deleted: bool,
 }
 
@@ -67,7 +69,7 @@ impl<'s> Txn<'s> {
         Txn {
             storage,
             shard,
-            batch: WriteBatch::default(),
+            batch: None,
             applied: HashMap::new(),
             staged: Vec::new(),
             staged_ranges: Vec::new(),
@@ -93,8 +95,9 @@ impl<'s> Txn<'s> {
         self.storage
     }
 
-    /// Read a key as this request sees it.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+    /// Read a key as this request sees it. The value is shared, not copied
+    /// (a hot key's read is a reference count).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
         if let Some((_, v)) = self.staged.iter().rev().find(|(k, _)| k == key) {
             return Ok(v.clone());
         }
@@ -106,7 +109,10 @@ impl<'s> Txn<'s> {
                 return Ok(v);
             }
         }
-        let v = self.storage.get(self.shard, key)?.map(|v| v.to_vec());
+        let v = self
+            .storage
+            .get(self.shard, key)?
+            .map(|v| Bytes::copy_from_slice(&v));
         if let Some(rows) = &self.rows {
             rows.borrow_mut().insert(key.to_vec(), v.clone());
         }
@@ -122,7 +128,7 @@ impl<'s> Txn<'s> {
         use std::collections::BTreeMap;
         let inside = |k: &[u8]| k >= from && k < to;
         // The group's writes in range; later writes win (staged after applied).
-        let mut overlay: BTreeMap<&[u8], Option<&Vec<u8>>> = BTreeMap::new();
+        let mut overlay: BTreeMap<&[u8], Option<&Bytes>> = BTreeMap::new();
         for (k, v) in self
             .applied
             .iter()
@@ -155,7 +161,7 @@ impl<'s> Txn<'s> {
                 continue;
             }
             match v {
-                Some(v) => stored.insert(k.to_vec(), v.clone()),
+                Some(v) => stored.insert(k.to_vec(), v.to_vec()),
                 None => stored.remove(k),
             };
         }
@@ -163,8 +169,8 @@ impl<'s> Txn<'s> {
         Ok((stored.into_iter().take(max).collect(), truncated))
     }
 
-    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.staged.push((key, Some(value)));
+    pub fn put(&mut self, key: Vec<u8>, value: impl Into<Bytes>) {
+        self.staged.push((key, Some(value.into())));
     }
 
     pub fn delete(&mut self, key: Vec<u8>) {
@@ -182,8 +188,11 @@ impl<'s> Txn<'s> {
     /// request. For reservations that must land once made (ID segment
     /// high-water marks): the in-memory state has already moved on.
     pub fn put_unconditional(&mut self, key: Vec<u8>, value: Vec<u8>, sync: bool) {
-        self.batch.put_cf(self.storage.cf(self.shard), &key, &value);
-        self.applied.insert(key, Some(value));
+        let cf = self.storage.cf(self.shard);
+        self.batch
+            .get_or_insert_with(WriteBatch::default)
+            .put_cf(cf, &key, &value);
+        self.applied.insert(key, Some(value.into()));
         self.sync |= sync;
         self.has_writes = true;
     }
@@ -191,14 +200,19 @@ impl<'s> Txn<'s> {
     /// Write a meta record in the same atomic, synced batch (cluster map
     /// changes that must land together with shard data).
     pub fn put_meta(&mut self, key: &[u8], value: &[u8]) {
-        self.storage.batch_meta_put(&mut self.batch, key, value);
+        self.storage.batch_meta_put(
+            self.batch.get_or_insert_with(WriteBatch::default),
+            key,
+            value,
+        );
         self.sync = true;
         self.has_writes = true;
     }
 
     /// Remove a meta record in the same atomic, synced batch.
     pub fn delete_meta(&mut self, key: &[u8]) {
-        self.storage.batch_meta_delete(&mut self.batch, key);
+        self.storage
+            .batch_meta_delete(self.batch.get_or_insert_with(WriteBatch::default), key);
         self.sync = true;
         self.has_writes = true;
     }
@@ -214,14 +228,15 @@ impl<'s> Txn<'s> {
         let wrote = ok && !(self.staged.is_empty() && self.staged_ranges.is_empty());
         if wrote {
             let cf = self.storage.cf(self.shard);
+            let batch = self.batch.get_or_insert_with(WriteBatch::default);
             for (from, to) in self.staged_ranges.drain(..) {
-                self.batch.delete_range_cf(cf, &from, &to);
+                batch.delete_range_cf(cf, &from, &to);
                 self.ranges_deleted = true;
             }
             for (k, v) in self.staged.drain(..) {
                 match &v {
-                    Some(v) => self.batch.put_cf(cf, &k, v),
-                    None => self.batch.delete_cf(cf, &k),
+                    Some(v) => batch.put_cf(cf, &k, v),
+                    None => batch.delete_cf(cf, &k),
                 }
                 self.applied.insert(k, v);
             }
@@ -248,7 +263,10 @@ impl<'s> Txn<'s> {
     /// row cache to update once the commit's outcome is known.
     pub fn finish(self) -> Finished {
         Finished {
-            commit: self.has_writes.then_some((self.batch, self.sync)),
+            commit: match (self.has_writes, self.batch) {
+                (true, Some(b)) => Some((b, self.sync)),
+                _ => None,
+            },
             rows: self.rows.map(RefCell::into_inner),
             applied: self.applied,
             ranges_deleted: self.ranges_deleted,
@@ -262,46 +280,74 @@ mod tests {
     use crate::clock::Clock;
     use crate::config::StorageConfig;
 
+    /// A key of slot 5 (`a…`) or 6 (`b…`): storage keys start with their slot.
+    fn k(s: &[u8]) -> Vec<u8> {
+        let slot: u8 = if s.first() == Some(&b'b') { 6 } else { 5 };
+        [0, slot].iter().chain(s).copied().collect()
+    }
+
     #[test]
     fn scan_sees_the_groups_writes_over_storage() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = StorageConfig {
-            data_dir: dir.path().to_path_buf(),
-            block_cache_mb: 8,
-            write_buffer_mb: 4,
-            ..StorageConfig::default()
-        };
-        let storage = Storage::open(&cfg, 1, Clock::system()).unwrap();
-        let mut txn = Txn::new(&storage, 0);
-        for k in [b"a1", b"a2", b"a3", b"b1"] {
-            txn.put(k.to_vec(), k.to_vec());
-        }
-        txn.finish_request(true);
-        let (batch, sync) = txn.into_commit().unwrap();
-        storage.write(batch, sync).unwrap();
+        for memtable in [
+            crate::config::Memtable::SlotHash,
+            crate::config::Memtable::Skiplist,
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let cfg = StorageConfig {
+                data_dir: dir.path().to_path_buf(),
+                block_cache_mb: 8,
+                write_buffer_mb: 4,
+                memtable,
+                ..StorageConfig::default()
+            };
+            let storage = Storage::open(&cfg, 1, Clock::system()).unwrap();
+            let mut txn = Txn::new(&storage, 0);
+            for key in [&b"a1"[..], b"a2", b"a3", b"b1"] {
+                txn.put(k(key), key.to_vec());
+            }
+            txn.finish_request(true);
+            let (batch, sync) = txn.into_commit().unwrap();
+            storage.write(batch, sync).unwrap();
 
-        let mut txn = Txn::new(&storage, 0);
-        // An earlier request of the group deletes a2 and adds a4...
-        txn.delete(b"a2".to_vec());
-        txn.put(b"a4".to_vec(), b"new".to_vec());
-        txn.finish_request(true);
-        // ...a failed one writes nothing...
-        txn.put(b"a5".to_vec(), b"lost".to_vec());
-        txn.finish_request(false);
-        // ...and the current one changes a1.
-        txn.put(b"a1".to_vec(), b"mine".to_vec());
-        let (found, truncated) = txn.scan(b"a", b"b", 10).unwrap();
-        let found: Vec<(&[u8], &[u8])> = found
-            .iter()
-            .map(|(k, v)| (k.as_slice(), v.as_slice()))
-            .collect();
-        assert_eq!(
-            found,
-            vec![(&b"a1"[..], &b"mine"[..]), (b"a3", b"a3"), (b"a4", b"new")]
-        );
-        assert!(!truncated);
-        let (found, truncated) = txn.scan(b"a", b"b", 2).unwrap();
-        assert_eq!(found.len(), 2);
-        assert!(truncated);
+            let mut txn = Txn::new(&storage, 0);
+            // An earlier request of the group deletes a2 and adds a4...
+            txn.delete(k(b"a2"));
+            txn.put(k(b"a4"), b"new".to_vec());
+            txn.finish_request(true);
+            // ...a failed one writes nothing...
+            txn.put(k(b"a5"), b"lost".to_vec());
+            txn.finish_request(false);
+            // ...and the current one changes a1.
+            txn.put(k(b"a1"), b"mine".to_vec());
+            let (found, truncated) = txn.scan(&[0, 5], &[0, 6], 10).unwrap();
+            let found: Vec<(Vec<u8>, Vec<u8>)> = found;
+            assert_eq!(
+                found,
+                vec![
+                    (k(b"a1"), b"mine".to_vec()),
+                    (k(b"a3"), b"a3".to_vec()),
+                    (k(b"a4"), b"new".to_vec())
+                ],
+                "{memtable:?}"
+            );
+            assert!(!truncated);
+            let (found, truncated) = txn.scan(&[0, 5], &[0, 6], 2).unwrap();
+            assert_eq!(found.len(), 2);
+            assert!(truncated);
+            // A range over several slots (read slot by slot with the
+            // per-slot memtable) sees both, in order.
+            let mut seen = Vec::new();
+            storage
+                .scan(0, &[], &[0xff, 0xff, 0xff], |key, _| {
+                    seen.push(key.to_vec());
+                    true
+                })
+                .unwrap();
+            assert_eq!(
+                seen,
+                vec![k(b"a1"), k(b"a2"), k(b"a3"), k(b"b1")],
+                "{memtable:?}"
+            );
+        }
     }
 }

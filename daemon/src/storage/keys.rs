@@ -462,12 +462,6 @@ pub fn keyspace_range(slot: u16, keyspace: u8) -> (Vec<u8>, Vec<u8>) {
     (start, end)
 }
 
-/// The shard that owns `slot` when a node runs `shards` shards: contiguous,
-/// equal ranges, so a shard's slots are one key range of its column family.
-pub fn shard_of_slot(slot: u16, shards: usize) -> usize {
-    slot as usize * shards / rush_protocol::SLOTS as usize
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -585,18 +579,5 @@ mod tests {
         let r = link_reserved(9, 6, 1 << 33);
         assert_eq!(link_reserved_parts(&r), Some((6, 1 << 33)));
         assert_eq!(link_reserved_parts(&a), None);
-    }
-
-    #[test]
-    fn shards_cover_all_slots_contiguously() {
-        for shards in [1, 2, 3, 7, 16] {
-            let mut last = 0;
-            for slot in 0..SLOTS {
-                let s = shard_of_slot(slot, shards);
-                assert!(s == last || s == last + 1);
-                last = s;
-            }
-            assert_eq!(last, shards - 1);
-        }
     }
 }

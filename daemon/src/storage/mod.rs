@@ -18,6 +18,7 @@ pub mod value;
 
 use crate::clock::Clock;
 use crate::config::StorageConfig;
+use crate::metrics::local::Counter;
 use rocksdb::compaction_filter::{CompactionFilter, Decision};
 use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
 use rocksdb::{
@@ -26,7 +27,6 @@ use rocksdb::{
 };
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use rocksdb::WriteBatch;
@@ -58,13 +58,25 @@ fn parse_shard_cf(name: &str) -> Option<usize> {
     name.strip_prefix("shard-")?.parse().ok()
 }
 
-/// Counters the metrics endpoint reads.
-#[derive(Debug, Default)]
+/// Counters the metrics endpoint reads (per shard: every shard counts on
+/// its own cache line, see `metrics::local`).
 pub struct StorageStats {
-    pub writes: AtomicU64,
-    pub syncs: AtomicU64,
-    pub write_errors: AtomicU64,
-    pub reads: AtomicU64,
+    pub writes: Counter,
+    pub syncs: Counter,
+    pub write_errors: Counter,
+    pub reads: Counter,
+}
+
+impl StorageStats {
+    fn new(shards: usize) -> StorageStats {
+        let c = || Counter::detached(shards + 1);
+        StorageStats {
+            writes: c(),
+            syncs: c(),
+            write_errors: c(),
+            reads: c(),
+        }
+    }
 }
 
 pub struct Storage {
@@ -75,6 +87,8 @@ pub struct Storage {
     dir: PathBuf,
     sync_opts: WriteOptions,
     relaxed_opts: WriteOptions,
+    /// The memtable is one skiplist per slot (see [`Storage::scan`]).
+    slot_memtable: bool,
     pub stats: StorageStats,
 }
 
@@ -133,6 +147,11 @@ impl Storage {
         db_opts.set_max_background_jobs(2);
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_keep_log_file_num(4);
+        if cfg.memtable == crate::config::Memtable::SlotHash {
+            // The hash memtable doesn't take concurrent inserts (each shard
+            // commits its own batch; RocksDB groups them).
+            db_opts.set_allow_concurrent_memtable_write(false);
+        }
 
         let cache = Cache::new_lru_cache(cfg.block_cache_mb.max(8) << 20);
         let shard_opts = || {
@@ -145,6 +164,17 @@ impl Storage {
             block.set_cache_index_and_filter_blocks(true);
             o.set_block_based_table_factory(&block);
             o.set_write_buffer_size(cfg.write_buffer_mb.max(4) << 20);
+            if cfg.memtable == crate::config::Memtable::SlotHash {
+                // Keys start with their big-endian slot: one skiplist per
+                // slot, so an insert walks a short list that stays in cache
+                // instead of a million-key one. Scans ask for total order.
+                o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(2));
+                o.set_memtable_factory(rocksdb::MemtableFactory::HashSkipList {
+                    bucket_count: rush_protocol::SLOTS as usize,
+                    height: 8,
+                    branching_factor: 4,
+                });
+            }
             // A Bloom filter over each memtable: most point reads are of
             // keys not in the (large) memtable, and a skiplist search per
             // read was the top cost of GET at a million keys.
@@ -250,7 +280,8 @@ impl Storage {
             dir,
             sync_opts,
             relaxed_opts: WriteOptions::default(),
-            stats: StorageStats::default(),
+            slot_memtable: cfg.memtable == crate::config::Memtable::SlotHash,
+            stats: StorageStats::new(shards),
         })
     }
 
@@ -281,7 +312,7 @@ impl Storage {
         shard: usize,
         key: &[u8],
     ) -> Result<Option<DBPinnableSlice<'_>>, StorageError> {
-        self.stats.reads.fetch_add(1, Ordering::Relaxed);
+        self.stats.reads.inc();
         Ok(self.db.get_pinned_cf(self.cf(shard), key)?)
     }
 
@@ -294,20 +325,26 @@ impl Storage {
         };
         match self.db.write_opt(batch, opts) {
             Ok(()) => {
-                self.stats.writes.fetch_add(1, Ordering::Relaxed);
+                self.stats.writes.inc();
                 if sync {
-                    self.stats.syncs.fetch_add(1, Ordering::Relaxed);
+                    self.stats.syncs.inc();
                 }
                 Ok(())
             }
             Err(e) => {
-                self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                self.stats.write_errors.inc();
                 Err(e.into())
             }
         }
     }
 
     /// Visit keys in `[from, to)` of a shard in order until `f` returns false.
+    ///
+    /// With the per-slot memtable (`storage.memtable = "slot_hash"`) a range
+    /// is read one slot at a time, each a prefix seek: an iterator in total
+    /// order over that memtable would first copy all of it into one sorted
+    /// list. (Every key starts with its slot, so the concatenation of the
+    /// slots' ranges is the range.)
     pub fn scan(
         &self,
         shard: usize,
@@ -315,9 +352,51 @@ impl Storage {
         to: &[u8],
         mut f: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError> {
+        if !self.slot_memtable {
+            return self.scan_one(shard, from, to, false, &mut f).map(|_| ());
+        }
+        let slot_at = |k: &[u8]| -> u32 {
+            match k {
+                [a, b, ..] => u32::from(u16::from_be_bytes([*a, *b])),
+                [a] => u32::from(*a) << 8,
+                [] => 0,
+            }
+        };
+        let first = slot_at(from).min(u32::from(rush_protocol::SLOTS) - 1);
+        let last = slot_at(to).min(u32::from(rush_protocol::SLOTS) - 1);
+        for slot in first..=last {
+            let start = (slot as u16).to_be_bytes();
+            let next = ((slot + 1) as u16).to_be_bytes();
+            let lo: &[u8] = if from > &start[..] { from } else { &start };
+            let hi: &[u8] = if to < &next[..] { to } else { &next };
+            if !self.scan_one(shard, lo, hi, true, &mut f)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// One iterator over `[from, to)`; `prefix`: a seek within one slot.
+    /// False when `f` stopped it.
+    fn scan_one(
+        &self,
+        shard: usize,
+        from: &[u8],
+        to: &[u8],
+        prefix: bool,
+        f: &mut impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<bool, StorageError> {
+        if from >= to {
+            return Ok(true);
+        }
         let mut ro = ReadOptions::default();
         ro.set_iterate_upper_bound(to.to_vec());
         ro.fill_cache(false);
+        if prefix {
+            ro.set_prefix_same_as_start(true);
+        } else {
+            ro.set_total_order_seek(true);
+        }
         let iter = self.db.iterator_cf_opt(
             self.cf(shard),
             ro,
@@ -326,10 +405,10 @@ impl Storage {
         for item in iter {
             let (k, v) = item?;
             if !f(&k, &v) {
-                break;
+                return Ok(false);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Raw entries in a range, expired ones included (tests, audits).
@@ -458,12 +537,14 @@ fn rebalance(
         let mut batch = WriteBatch::default();
         let mut n = 0u64;
         // The iterator reads a snapshot, so writing chunks while iterating is safe.
-        for item in db.iterator_cf(from_cf, IteratorMode::Start) {
+        let mut ro = ReadOptions::default();
+        ro.set_total_order_seek(true);
+        for item in db.iterator_cf_opt(from_cf, ro, IteratorMode::Start) {
             let (k, v) = item?;
             let Some(slot) = keys::slot_of(&k) else {
                 continue;
             };
-            let to = keys::shard_of_slot(slot, shards);
+            let to = crate::shard::route::shard_of_slot(slot, shards);
             if to == from {
                 continue;
             }

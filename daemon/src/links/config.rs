@@ -13,6 +13,8 @@ pub const DEFAULT_LENGTH: u8 = 7;
 pub const DEFAULT_TTL_SECS: u64 = 30 * 86_400;
 /// A visit rewrites a link's expiry at most once a day.
 pub const DEFAULT_SLIDE_INTERVAL_SECS: u64 = 86_400;
+/// Visit counts are merged into stored statistics this often.
+pub const DEFAULT_VISITS_FLUSH_SECS: u64 = 5;
 /// Segment steps per code length. Small for 5 characters (a slot has only
 /// ~56k of them: a big step would throw many away at every crash), larger
 /// for longer codes where the space is vast and fewer reservations matter.
@@ -43,6 +45,12 @@ pub struct LinksConfig {
     /// A visit pushes a link's expiry to now + its TTL, rewriting it at most
     /// once per this interval (half the TTL for TTLs shorter than twice it).
     pub slide_interval_secs: u64,
+    /// Visit counts wait in memory this long before they are merged into
+    /// each link's stored statistics (one unsynced write per link visited
+    /// in the interval, however often). What a crash may lose: the visits
+    /// of the last interval. Link info reads memory too, so it is never
+    /// behind. 0 = every tick.
+    pub visits_flush_secs: u64,
     pub segment_step_5: u64,
     pub segment_step_6: u64,
     pub segment_step_7: u64,
@@ -60,6 +68,7 @@ impl Default for LinksConfig {
             default_length: DEFAULT_LENGTH,
             default_ttl_secs: DEFAULT_TTL_SECS,
             slide_interval_secs: DEFAULT_SLIDE_INTERVAL_SECS,
+            visits_flush_secs: DEFAULT_VISITS_FLUSH_SECS,
             segment_step_5: DEFAULT_SEGMENT_STEP_5,
             segment_step_6: DEFAULT_SEGMENT_STEP_6,
             segment_step_7: DEFAULT_SEGMENT_STEP_7,

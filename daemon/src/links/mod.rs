@@ -97,9 +97,14 @@ impl ShardService for Links {
         self.dispatch(req, cx.now, cx.txn, cx.segments)
     }
 
-    /// Timer: buffered visit counters go to storage.
+    /// Timer: buffered visit counters go to storage, every
+    /// `links.visits_flush_secs` (or now, when asked to flush).
     fn tick(&mut self, cx: &mut Cx) {
-        self.visits.flush(cx.now, cx.txn);
+        let due = self.visits_flushed.saturating_add(self.visits_flush_ms);
+        if cx.flush || cx.now >= due || cx.now < self.visits_flushed {
+            self.visits.flush(cx.now, cx.txn);
+            self.visits_flushed = cx.now;
+        }
     }
 
     /// A group commit failed: drop in-memory state that may reflect it.
@@ -141,6 +146,9 @@ pub struct Links {
     default_ttl_ms: u64,
     /// `links.slide_interval_secs` in ms.
     slide_ms: u64,
+    /// `links.visits_flush_secs` in ms, and when visits were last flushed.
+    visits_flush_ms: u64,
+    visits_flushed: u64,
 }
 
 /// A live link as read from storage.
@@ -162,6 +170,8 @@ impl Links {
             metrics: ctx.metrics.clone(),
             default_ttl_ms: cfg.default_ttl_secs.saturating_mul(1000),
             slide_ms: cfg.slide_interval_secs.saturating_mul(1000),
+            visits_flush_ms: cfg.visits_flush_secs.saturating_mul(1000),
+            visits_flushed: ctx.clock.now_ms(),
             cfg,
         })
     }

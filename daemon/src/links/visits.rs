@@ -1,11 +1,14 @@
 //! Visit counting without a write per visit.
 //!
-//! A resolve adds to an in-memory counter of its code; the shard's tick
-//! (every `storage.tick_ms`, and once more at shutdown) merges the counters
-//! into each link's stored statistics in one group commit, not synced. So a
-//! hot link costs one statistics write per tick, not one synced write per
-//! visit. What a crash may lose: the visits counted since the last tick
-//! (≤ `tick_ms`) on a kill -9, plus unsynced WAL writes on a power loss.
+//! A resolve adds to an in-memory counter of its code; every
+//! `links.visits_flush_secs` (and at once when a slot freezes for a move,
+//! the shard stops or a tick is asked for) the shard's timer merges the
+//! counters into each link's stored statistics in one group commit, not
+//! synced. So a link costs one statistics write per interval, however often
+//! it is visited. What a crash may lose: the visits counted since the last
+//! flush (≤ `visits_flush_secs`) on a kill -9, plus unsynced WAL writes on a
+//! power loss. Reads (LINK_INFO) add what memory holds, so they are never
+//! behind.
 //! Link creation, update and delete are synced and lose nothing.
 //!
 //! Bounded memory: past [`MAX_PENDING`] distinct codes between two ticks, a

@@ -303,8 +303,9 @@ impl Shard {
     }
 
     /// Periodic work (expiry sweeps, refunds): services' timers stage writes
-    /// in one group that commits like requests do.
-    fn tick(&mut self) {
+    /// in one group that commits like requests do. `flush`: everything
+    /// buffered is written now (see [`Cx::flush`]).
+    fn tick(&mut self, flush: bool) {
         let storage = self.ctx.storage.clone();
         let now = self.ctx.clock.now_ms();
         let m = &self.ctx.metrics;
@@ -320,6 +321,7 @@ impl Shard {
             txn: &mut txn,
             segments: &mut self.segments,
             backlog: 0,
+            flush,
         };
         for s in &mut self.services {
             s.tick(&mut cx);

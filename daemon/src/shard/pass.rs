@@ -482,7 +482,7 @@ impl Shard {
         }
         let now = Instant::now();
         if !self.io.tick_waiters.is_empty() || now >= self.io.next_tick {
-            self.tick();
+            self.tick(!self.io.tick_waiters.is_empty());
             self.io.next_tick = now + self.io.tick_every;
             for w in self.io.tick_waiters.drain(..) {
                 let _ = w.send(());
@@ -612,6 +612,7 @@ impl Shard {
                     txn,
                     segments: &mut self.segments,
                     backlog: self.lanes.len(),
+                    flush: false,
                 };
                 self.services[i].apply(&w.request, &mut cx)
             }
@@ -1337,7 +1338,7 @@ impl Shard {
         for op in std::mem::take(&mut self.io.slot_ops) {
             self.slot_op(op);
         }
-        self.tick();
+        self.tick(true);
         for w in self.io.tick_waiters.drain(..) {
             let _ = w.send(());
         }

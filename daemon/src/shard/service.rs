@@ -39,6 +39,10 @@ pub struct Cx<'a, 's> {
     /// Requests waiting on this shard behind the current group (load
     /// shedding decides by it).
     pub backlog: usize,
+    /// Timers must write out everything they buffer now (a slot freezes
+    /// for a move, the shard stops, a tick was asked for), not when their
+    /// own interval says.
+    pub flush: bool,
 }
 
 pub trait ShardService: Send {

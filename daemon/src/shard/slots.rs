@@ -55,7 +55,7 @@ impl Shard {
     pub(super) fn slot_op(&mut self, op: SlotOp) {
         match op {
             SlotOp::Freeze { done } => {
-                self.tick();
+                self.tick(true);
                 let _ = done.send(Ok(()));
             }
             SlotOp::Adopt {
@@ -166,6 +166,7 @@ impl Shard {
             txn,
             segments: &mut self.segments,
             backlog: 0,
+            flush: false,
         };
         for s in &mut self.services {
             s.prepare_import(slots, &mut cx)?;

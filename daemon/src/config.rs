@@ -24,7 +24,7 @@ pub const DEFAULT_DRAIN_TIMEOUT_SECS: u64 = 10;
 pub const DEFAULT_QUEUE_DEPTH: usize = 8192;
 pub const DEFAULT_MAX_BATCH: usize = 512;
 pub const DEFAULT_BLOCK_CACHE_MB: usize = 256;
-pub const DEFAULT_ROW_CACHE_MB: usize = 64;
+pub const DEFAULT_ROW_CACHE_MB: usize = 256;
 pub const DEFAULT_WRITE_BUFFER_MB: usize = 64;
 pub const DEFAULT_TICK_MS: u64 = 100;
 /// Most shard threads a node may run.
@@ -97,7 +97,9 @@ pub struct ServerConfig {
     /// Encoded answers one connection may have waiting to be written. Past
     /// half of it the connection isn't read; past all of it it is closed.
     pub max_output_bytes: usize,
-    /// Tokio I/O threads; 0 = half the cores (at least 1). Shards have their own.
+    /// Threads of the runtime serving HTTP, cluster and node-wide work; 0 =
+    /// half the cores (at least 1). Client connections are served by the
+    /// shard threads themselves.
     pub io_threads: usize,
     /// A connection with nothing in flight and nothing received for this long is closed.
     pub idle_timeout_secs: u64,

@@ -79,12 +79,17 @@ impl RowCache {
             return;
         }
         self.old.remove(&key);
-        if let Some(previous) = self.young.insert(key.clone(), value) {
-            self.young_bytes = self.young_bytes.saturating_sub(size(&key, &previous));
+        let key_len = key.len();
+        if let Some(previous) = self.young.insert(key, value) {
+            let was = key_len + previous.as_ref().map_or(0, Bytes::len) + ENTRY_OVERHEAD;
+            self.young_bytes = self.young_bytes.saturating_sub(was);
         }
         self.young_bytes += n;
         if self.young_bytes > self.cap / 2 {
-            self.old = std::mem::take(&mut self.young);
+            // The next generation starts at the size this one reached, so
+            // it does not regrow (and rehash) from empty.
+            let young = HashMap::with_capacity(self.young.len());
+            self.old = std::mem::replace(&mut self.young, young);
             self.young_bytes = 0;
         }
     }

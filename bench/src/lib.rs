@@ -15,6 +15,7 @@
 pub mod charts;
 pub mod dist;
 pub mod driver;
+pub mod goals;
 pub mod report;
 pub mod scrape;
 pub mod stats;

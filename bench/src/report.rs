@@ -40,7 +40,7 @@ pub fn write(results: &SuiteResults, out: &Path) -> anyhow::Result<()> {
 
 /// Workload names in report order: registered ones first, then any others
 /// found in the results (from an older or newer build).
-fn workload_order(results: &SuiteResults) -> Vec<String> {
+pub(crate) fn workload_order(results: &SuiteResults) -> Vec<String> {
     workload_order_of(results, SuiteRun::main_matrix)
 }
 
@@ -133,7 +133,7 @@ pub fn sweep_runs<'a>(
     v
 }
 
-fn pipelines(results: &SuiteResults) -> Vec<usize> {
+pub(crate) fn pipelines(results: &SuiteResults) -> Vec<usize> {
     let mut p: Vec<usize> = results
         .runs
         .iter()
@@ -159,7 +159,7 @@ pub fn ms(us: f64) -> String {
     }
 }
 
-fn ops(v: f64) -> String {
+pub(crate) fn ops(v: f64) -> String {
     crate::driver::group(v.round() as u64)
 }
 
@@ -406,7 +406,7 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
 
     cpu_section(&mut s, results, &names, &redis, top);
 
-    targets_section(&mut s, results, top);
+    crate::goals::section(&mut s, results, top);
 
     if !results.calibration.is_empty() {
         let _ = writeln!(s, "### How much of Redis's speed does the client get?\n");
@@ -778,7 +778,7 @@ fn storage_reads_section(s: &mut String, results: &SuiteResults, workload: &str)
 }
 
 /// "closed, 16 in flight" / "open, 50% of peak" / "scaling" …
-fn run_name(run: &SuiteRun) -> String {
+pub(crate) fn run_name(run: &SuiteRun) -> String {
     let base = match run.fraction {
         Some(f) => format!("open loop, {:.0}% of peak", f * 100.0),
         None => format!("closed loop, {} in flight", run.report.pipeline),
@@ -789,7 +789,7 @@ fn run_name(run: &SuiteRun) -> String {
     }
 }
 
-fn variant_runs<'a>(results: &'a SuiteResults, variant: &str) -> Vec<&'a SuiteRun> {
+pub(crate) fn variant_runs<'a>(results: &'a SuiteResults, variant: &str) -> Vec<&'a SuiteRun> {
     results
         .runs
         .iter()
@@ -919,300 +919,6 @@ fn one_shard_section(s: &mut String, results: &SuiteResults, top: usize) {
                 "{:.2}×",
                 a.report.throughput / r.throughput.max(1e-9)
             ))
-        );
-    }
-    let _ = writeln!(s);
-}
-
-/// One of the issue's targets, as measured.
-pub struct TargetCheck {
-    pub target: String,
-    pub measured: String,
-    /// `None`: not measured in this run.
-    pub met: Option<bool>,
-}
-
-fn throughput_of(results: &SuiteResults, w: &str, k: ServerKind, p: usize) -> Option<f64> {
-    peak_run(results, w, k, p).map(|r| r.report.throughput)
-}
-
-/// Rush/Redis at every pipeline: "2.10× at 16, 1.40× at 1"; and whether
-/// the ratio at `top` reaches `need`.
-fn ratio_check(
-    results: &SuiteResults,
-    w: &str,
-    other: ServerKind,
-    need: f64,
-    top: usize,
-    target: &str,
-) -> TargetCheck {
-    let mut parts = Vec::new();
-    let mut at_top = None;
-    let mut pipes = pipelines(results);
-    pipes.reverse();
-    for p in pipes {
-        if let (Some(a), Some(b)) = (
-            throughput_of(results, w, ServerKind::Rush, p),
-            throughput_of(results, w, other, p),
-        ) {
-            let r = a / b;
-            parts.push(format!(
-                "{r:.2}× at {p} in flight ({} vs {})",
-                ops(a),
-                ops(b)
-            ));
-            if p == top {
-                at_top = Some(r);
-            }
-        }
-    }
-    TargetCheck {
-        target: target.into(),
-        measured: if parts.is_empty() {
-            "not run".into()
-        } else {
-            parts.join("; ")
-        },
-        met: at_top.map(|r| r >= need),
-    }
-}
-
-/// Every target issue 7 sets, checked against this run's figures (the
-/// headline pipeline decides; the other pipeline is shown beside it).
-pub fn targets(results: &SuiteResults, top: usize) -> Vec<TargetCheck> {
-    use ServerKind::*;
-    let mut t = vec![
-        ratio_check(
-            results,
-            "links-shorten",
-            RedisEverysec,
-            2.0,
-            top,
-            "links-shorten ≥ 2× Redis (everysec), Rush acknowledging only synced writes",
-        ),
-        ratio_check(
-            results,
-            "links-resolve",
-            RedisEverysec,
-            1.0,
-            top,
-            "links-resolve ≥ 1× Redis (everysec)",
-        ),
-        ratio_check(
-            results,
-            "limits",
-            RedisEverysec,
-            2.0,
-            top,
-            "limits ≥ 2× Redis's Lua script (everysec), Rush atomic and idempotent",
-        ),
-    ];
-    // Lookups: storage reads per query in every Rush lookups run.
-    let mut worst: Option<(String, ReadsPerQuery)> = None;
-    for run in results
-        .runs
-        .iter()
-        .filter(|r| r.server == Rush && r.report.workload.starts_with("lookups"))
-    {
-        if let Some(q) = reads_per_query(&run.report) {
-            let slack = reads_goal(&q) - q.reads_per_query;
-            if worst
-                .as_ref()
-                .is_none_or(|(_, w)| slack < reads_goal(w) - w.reads_per_query)
-            {
-                worst = Some((
-                    format!(
-                        "{} {}, {} keys",
-                        run.report.workload,
-                        run_name(run),
-                        ops(run.report.keys as f64)
-                    ),
-                    q,
-                ));
-            }
-        }
-    }
-    t.push(match worst {
-        Some((name, q)) => TargetCheck {
-            target: "lookups: storage reads per query ≤ 0.6 + Bloom false-positive rate".into(),
-            measured: format!(
-                "worst run ({name}): {:.4} reads/query, FP rate {:.4}, goal ≤ {:.4}",
-                q.reads_per_query,
-                q.fp_rate,
-                reads_goal(&q)
-            ),
-            met: Some(q.reads_per_query <= reads_goal(&q)),
-        },
-        None => TargetCheck {
-            target: "lookups: storage reads per query ≤ 0.6 + Bloom false-positive rate".into(),
-            measured: "not measured (no /metrics)".into(),
-            met: None,
-        },
-    });
-    t.push(ratio_check(
-        results,
-        "lookups",
-        RedisEverysec,
-        1.5,
-        top,
-        "lookups ≥ 1.5× Redis HGETALL (uniform owners)",
-    ));
-    t.push(ratio_check(
-        results,
-        "lookups-zipf",
-        RedisEverysec,
-        1.5,
-        top,
-        "lookups-zipf ≥ 1.5× Redis HGETALL (Zipf owners)",
-    ));
-    t.push(ratio_check(
-        results,
-        "envelopes",
-        RedisAlways,
-        3.0,
-        top,
-        "envelopes grab ≥ 3× Redis Lua with appendfsync always (both durable per grab)",
-    ));
-    // Latency at half the peak, every workload, Rush.
-    let mut ok = Vec::new();
-    let mut missed = Vec::new();
-    for w in workload_order(results) {
-        let half = sweep_runs(results, &w, Rush)
-            .into_iter()
-            .find(|r| r.fraction.is_some_and(|f| (f - 0.5).abs() < 1e-9));
-        if let Some(run) = half {
-            let l = &run.report.latency;
-            let line = format!("{w} p99 {} / p99.9 {} ms", ms(l.p99_us), ms(l.p999_us));
-            if l.p99_us <= 1000.0 && l.p999_us <= 5000.0 && run.report.errors == 0 {
-                ok.push(line);
-            } else {
-                missed.push(line);
-            }
-        }
-    }
-    t.push(TargetCheck {
-        target: "p99 ≤ 1 ms and p99.9 ≤ 5 ms at half the measured peak, every workload (Rush)"
-            .into(),
-        measured: if ok.is_empty() && missed.is_empty() {
-            "not run".into()
-        } else {
-            format!(
-                "met: {}; missed: {}",
-                if ok.is_empty() {
-                    "none".into()
-                } else {
-                    ok.join(", ")
-                },
-                if missed.is_empty() {
-                    "none".into()
-                } else {
-                    missed.join(", ")
-                }
-            )
-        },
-        met: if ok.is_empty() && missed.is_empty() {
-            None
-        } else {
-            Some(missed.is_empty())
-        },
-    });
-    // Footprint at the largest size both sides reached.
-    let largest = results
-        .footprint
-        .iter()
-        .filter(|f| f.server == Rush && f.links > 0)
-        .map(|f| f.links)
-        .max();
-    let fp = largest.and_then(|n| {
-        let rush = results
-            .footprint
-            .iter()
-            .find(|f| f.server == Rush && f.links == n)?;
-        let redis = results
-            .footprint
-            .iter()
-            .find(|f| f.server != Rush && f.links == n && f.used_memory.is_some())?;
-        let redis_per = redis
-            .used_memory?
-            .saturating_sub(redis.used_memory_empty.unwrap_or(0)) as f64
-            / n as f64;
-        let rush_per = rush.rss_bytes as f64 / n as f64;
-        Some((n, rush_per, redis_per))
-    });
-    t.push(match fp {
-        Some((n, rush, redis)) => TargetCheck {
-            target: "footprint: Rush RSS per link ≤ 1/4 of Redis's memory per link (at the largest size measured; 10M links in the full run)".into(),
-            measured: format!(
-                "at {} links: Rush {:.0} B/link (whole RSS), Redis {:.0} B/link (used_memory growth): {:.2} of Redis's",
-                ops(n as f64),
-                rush,
-                redis,
-                rush / redis
-            ),
-            met: Some(rush * 4.0 <= redis),
-        },
-        None => TargetCheck {
-            target: "footprint: Rush RSS per link ≤ 1/4 of Redis's memory per link (at the largest size measured; 10M links in the full run)".into(),
-            measured: "not measured".into(),
-            met: None,
-        },
-    });
-    let scale: Vec<&SuiteRun> = variant_runs(results, crate::suite::VARIANT_SCALING)
-        .into_iter()
-        .filter(|r| r.server == Rush && r.report.workload == "links-resolve")
-        .collect();
-    let small = scale.iter().min_by_key(|r| r.report.keys);
-    let big = scale.iter().max_by_key(|r| r.report.keys);
-    t.push(match (small, big) {
-        (Some(a), Some(b)) if a.report.keys < b.report.keys => {
-            let r = b.report.throughput / a.report.throughput;
-            TargetCheck {
-                target: "links-resolve at the largest size within 20% of the smallest (10M vs 1M links in the full run; Rush)".into(),
-                measured: format!(
-                    "{} keys: {} ops/s; {} keys: {} ops/s ({:.2}×)",
-                    ops(a.report.keys as f64),
-                    ops(a.report.throughput),
-                    ops(b.report.keys as f64),
-                    ops(b.report.throughput),
-                    r
-                ),
-                met: Some(r >= 0.8),
-            }
-        }
-        _ => TargetCheck {
-            target: "links-resolve at the largest size within 20% of the smallest (10M vs 1M links in the full run; Rush)".into(),
-            measured: "not run".into(),
-            met: None,
-        },
-    });
-    t
-}
-
-fn targets_section(s: &mut String, results: &SuiteResults, top: usize) {
-    let checks = targets(results, top);
-    if checks.iter().all(|c| c.met.is_none()) {
-        return;
-    }
-    let _ = writeln!(s, "## Issue targets, as measured in this run\n");
-    let _ = writeln!(
-        s,
-        "Throughput targets are judged at {top} in flight per connection (the headline); the \
-         other pipeline is shown beside. Where a target is missed, the analysis at the end gives \
-         the profile-based reason and what would close it.\n"
-    );
-    let _ = writeln!(s, "| Target | Measured | Verdict |");
-    let _ = writeln!(s, "|---|---|---|");
-    for c in checks {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} |",
-            c.target,
-            c.measured,
-            match c.met {
-                Some(true) => "met",
-                Some(false) => "**missed**",
-                None => "–",
-            }
         );
     }
     let _ = writeln!(s);

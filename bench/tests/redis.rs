@@ -29,7 +29,10 @@ fn start_redis() -> Option<RedisServer> {
         .status()
         .is_err()
     {
-        eprintln!("NOTE: redis-server is not on PATH; skipping the Redis-side tests");
+        common::prerequisite_missing(
+            "redis-server is not on PATH",
+            "scripts/ensure-deps --redis (Debian: apt-get install redis-server)",
+        );
         return None;
     }
     let dir = tempfile::tempdir().expect("temp dir");

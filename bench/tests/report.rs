@@ -1,6 +1,9 @@
 //! REPORT.md and the charts from a suite's results (made up here, so the
 //! figures and ratios are known).
 
+mod common;
+
+use common::prerequisite_missing;
 use rush_bench::stats::Latency;
 use rush_bench::suite::{Layout, Machine, ServerKind, SuiteResults, SuiteRun};
 use rush_bench::RunReport;
@@ -165,7 +168,10 @@ fn report_has_machine_tables_ratios_errors_and_charts() {
 
     // Charts are PNGs when a font is available; otherwise the report says why.
     if md.contains("Charts were not drawn") {
-        eprintln!("NOTE: no font on this machine; charts not checked");
+        prerequisite_missing(
+            "no font for the charts",
+            "scripts/ensure-deps --font (Debian: apt-get install fonts-dejavu-core)",
+        );
         return;
     }
     for f in ["throughput.png", "latency-kv-set.png"] {

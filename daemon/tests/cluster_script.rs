@@ -50,9 +50,9 @@ async fn up_status_rolling_restart_down() {
     // `cargo test -p rush-daemon` of its own may not have it.
     let rush: PathBuf = Path::new(env!("CARGO_BIN_EXE_rushd")).with_file_name("rush");
     if !rush.exists() {
-        eprintln!(
-            "skipped: {} is not built (cargo build -p rush-client)",
-            rush.display()
+        common::prerequisite_missing(
+            &format!("{} is not built", rush.display()),
+            "build the workspace (cargo test --workspace, or cargo build -p rush-client)",
         );
         return;
     }

@@ -1,6 +1,7 @@
 //! Disk trouble: on a full disk writes answer UNAVAILABLE, reads keep working,
 //! nothing acknowledged is lost, and writes resume when space returns.
-//! Needs to mount a small tmpfs (root); skipped with a note otherwise.
+//! Needs to mount a small tmpfs (root); without it the test fails under
+//! `RUSH_REQUIRE_ALL=1` and is skipped with a note otherwise.
 
 mod common;
 
@@ -46,7 +47,10 @@ fn fill(dir: &Path) -> PathBuf {
 async fn full_disk_refuses_writes_keeps_reads_and_recovers() {
     let root = tempfile::tempdir().unwrap();
     let Some(fs) = Tmpfs::mount(&root.path().join("mnt"), 48) else {
-        println!("disk: skipped (can't mount a tmpfs here; needs root)");
+        common::prerequisite_missing(
+            "can't mount a tmpfs for the full-disk test",
+            "run the tests as root (mount -t tmpfs needs CAP_SYS_ADMIN)",
+        );
         return;
     };
     let data = fs.0.join("data");

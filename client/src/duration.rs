@@ -28,8 +28,6 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// The shortest exact form of a duration in the units `parse_duration` reads.
-// `u64::is_multiple_of` is newer than the workspace's rust-version (1.85).
-#[allow(clippy::manual_is_multiple_of)]
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis() as u64;
     for (unit, size) in [

@@ -523,8 +523,6 @@ fn write_layout(db: &DB, sync: &WriteOptions, layout: Layout) -> Result<(), Stor
 /// the keys into their new column family and deletes them from the old one in
 /// one atomic, synced batch: idempotent, so an interrupted run is finished by
 /// the next start.
-// `usize::is_multiple_of` is newer than the workspace's rust-version (1.85).
-#[allow(clippy::manual_is_multiple_of)]
 fn rebalance(
     db: &DB,
     cfs: &[usize],

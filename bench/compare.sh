@@ -84,9 +84,9 @@ fi
 # ── build ───────────────────────────────────────────────────────────────
 target_dir="${CARGO_TARGET_DIR:-target}"
 if [ "$profile" = release ]; then
-    cargo build --release -p rush-daemon -p rush-bench
+    cargo build --release --workspace
 else
-    cargo build -p rush-daemon -p rush-bench
+    cargo build --workspace
 fi
 bin="$target_dir/$profile"
 

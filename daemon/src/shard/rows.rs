@@ -86,10 +86,12 @@ impl RowCache {
         }
         self.young_bytes += n;
         if self.young_bytes > self.cap / 2 {
-            // The next generation starts at the size this one reached, so
-            // it does not regrow (and rehash) from empty.
-            let young = HashMap::with_capacity(self.young.len());
-            self.old = std::mem::replace(&mut self.young, young);
+            // The next generation reuses the table of the one that is
+            // dropped: emptied, it keeps its capacity, so the young map
+            // neither regrows (rehashing) nor faults in fresh pages.
+            let mut recycled = std::mem::take(&mut self.old);
+            recycled.clear();
+            self.old = std::mem::replace(&mut self.young, recycled);
             self.young_bytes = 0;
         }
     }

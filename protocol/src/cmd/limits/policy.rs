@@ -286,9 +286,11 @@ impl Wire for PolicyDef {
             1 => true,
             d => return Err(DecodeError::invalid("durability", format!("{d}"))),
         };
-        // Smallest rule: 1-byte name, scope, max, fixed window.
+        // Smallest rule: 1-byte name, scope, max, and the smallest window
+        // (a day window's kind and an empty time zone's length: 5 bytes; a
+        // fixed window takes 9, so counting 9 refused a rule "a" per UTC day).
         let rules = r
-            .list("rules", MAX_POLICY_RULES, 4 + 1 + 1 + 8 + 9, Rule::decode)
+            .list("rules", MAX_POLICY_RULES, 4 + 1 + 1 + 8 + 5, Rule::decode)
             .map_err(over_limit_is_invalid)?;
         let p = PolicyDef {
             name,
@@ -338,6 +340,23 @@ mod tests {
         // 3334 ms buckets; 4 of them are counted.
         assert_eq!(w.max_span_ms(), 3334 * 4);
         assert!(w.max_span_ms() >= 10_000);
+    }
+
+    #[test]
+    fn the_smallest_rule_decodes() {
+        // One-letter names and a day window in "UTC": 22 bytes per rule,
+        // less than a fixed window's rule (found by the round-trip test).
+        let p = PolicyDef {
+            name: "p".into(),
+            relaxed: false,
+            rules: vec![Rule {
+                name: "a".into(),
+                scope: Scope::Item,
+                max: 1,
+                window: Window::Day { tz: "UTC".into() },
+            }],
+        };
+        assert_eq!(PolicyDef::decode_body(p.to_bytes()).unwrap(), p);
     }
 
     #[test]

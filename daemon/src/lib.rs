@@ -1,6 +1,7 @@
 //! rushd: one sharded, disk-backed daemon for short links, purchase limits,
-//! Bloom-guarded lookups and red envelopes. See DESIGN.md at the top of the
-//! repository for the shape; this crate is the library, `rushd` a thin main.
+//! Bloom-guarded lookups and red envelopes. See ARCHITECTURE.md at the top
+//! of the repository for the map; this crate is the library, `rushd` a thin
+//! main.
 //!
 //! # The request path
 //!

@@ -24,7 +24,7 @@ pub mod kind {
     pub const LIMIT_COUNTER: u8 = 0x20;
     /// A purchase-limit order record (see `limits::order`).
     pub const LIMIT_ORDER: u8 = 0x21;
-    /// A catalog owner's record set (see `catalog::store`).
+    /// A catalog owner's record set (see `catalog`, "Storage").
     pub const CATALOG_RECORDS: u8 = 0x30;
     /// A catalog alias: the owner's bytes.
     pub const CATALOG_ALIAS: u8 = 0x31;

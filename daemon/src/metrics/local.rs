@@ -150,14 +150,35 @@ impl Collector for Gauge {
 /// A family of counters with labels. Registered on the node's registry;
 /// each `with_label_values` handle is resolved once and kept.
 pub struct CounterVec {
-    desc: Desc,
+    family: Family<Counter>,
     writers: usize,
-    children: Mutex<Vec<(Vec<String>, Counter)>>,
 }
 
 impl CounterVec {
     pub fn new(name: &str, help: &str, labels: &[&str], writers: usize) -> CounterVec {
         CounterVec {
+            family: Family::new(name, help, labels),
+            writers,
+        }
+    }
+
+    /// The counter of one label set (made on first use; the same handle
+    /// every time after).
+    pub fn with_label_values(&self, values: &[&str]) -> Counter {
+        self.family.child(values, || Counter(cells(self.writers)))
+    }
+}
+
+/// What a labelled family holds: its description and one child per label
+/// set, in the order they were first asked for.
+struct Family<T> {
+    desc: Desc,
+    children: Mutex<Vec<(Vec<String>, T)>>,
+}
+
+impl<T: Clone> Family<T> {
+    fn new(name: &str, help: &str, labels: &[&str]) -> Self {
+        Family {
             desc: Desc::new(
                 name.to_string(),
                 help.to_string(),
@@ -165,14 +186,12 @@ impl CounterVec {
                 HashMap::new(),
             )
             .expect("valid metric"),
-            writers,
             children: Mutex::new(Vec::new()),
         }
     }
 
-    /// The counter of one label set (made on first use; the same handle
-    /// every time after).
-    pub fn with_label_values(&self, values: &[&str]) -> Counter {
+    /// The child of one label set, made by `make` on first use.
+    fn child(&self, values: &[&str], make: impl FnOnce() -> T) -> T {
         let mut children = self.children.lock().expect("not poisoned");
         if let Some((_, c)) = children
             .iter()
@@ -180,9 +199,27 @@ impl CounterVec {
         {
             return c.clone();
         }
-        let c = Counter(cells(self.writers));
+        let c = make();
         children.push((values.iter().map(|v| v.to_string()).collect(), c.clone()));
         c
+    }
+
+    /// One metric family of `kind`, a metric per child as `fill` makes it.
+    fn collect(
+        &self,
+        kind: proto::MetricType,
+        fill: impl Fn(&mut proto::Metric, &T),
+    ) -> Vec<proto::MetricFamily> {
+        let children = self.children.lock().expect("not poisoned");
+        let metrics = children
+            .iter()
+            .map(|(values, c)| {
+                let mut m = proto::Metric::from_label(labels(&self.desc.variable_labels, values));
+                fill(&mut m, c);
+                m
+            })
+            .collect();
+        vec![family(&self.desc, kind, metrics)]
     }
 }
 
@@ -214,22 +251,15 @@ fn family(
 
 impl Collector for CounterVec {
     fn desc(&self) -> Vec<&Desc> {
-        vec![&self.desc]
+        vec![&self.family.desc]
     }
 
     fn collect(&self) -> Vec<proto::MetricFamily> {
-        let children = self.children.lock().expect("not poisoned");
-        let metrics = children
-            .iter()
-            .map(|(values, c)| {
-                let mut m = proto::Metric::from_label(labels(&self.desc.variable_labels, values));
-                let mut v = proto::Counter::default();
-                v.set_value(c.get() as f64);
-                m.set_counter(v);
-                m
-            })
-            .collect();
-        vec![family(&self.desc, proto::MetricType::COUNTER, metrics)]
+        self.family.collect(proto::MetricType::COUNTER, |m, c| {
+            let mut v = proto::Counter::default();
+            v.set_value(c.get() as f64);
+            m.set_counter(v);
+        })
     }
 }
 
@@ -334,58 +364,35 @@ impl Histogram {
 
 /// A family of histograms with labels.
 pub struct HistogramVec {
-    desc: Desc,
+    family: Family<Histogram>,
     bounds: Vec<f64>,
     writers: usize,
-    children: Mutex<Vec<(Vec<String>, Histogram)>>,
 }
 
 impl HistogramVec {
     pub fn new(name: &str, help: &str, labels: &[&str], bounds: &[f64], writers: usize) -> Self {
         HistogramVec {
-            desc: Desc::new(
-                name.to_string(),
-                help.to_string(),
-                labels.iter().map(|l| l.to_string()).collect(),
-                HashMap::new(),
-            )
-            .expect("valid metric"),
+            family: Family::new(name, help, labels),
             bounds: bounds.to_vec(),
             writers,
-            children: Mutex::new(Vec::new()),
         }
     }
 
     pub fn with_label_values(&self, values: &[&str]) -> Histogram {
-        let mut children = self.children.lock().expect("not poisoned");
-        if let Some((_, h)) = children
-            .iter()
-            .find(|(v, _)| v.iter().map(String::as_str).eq(values.iter().copied()))
-        {
-            return h.clone();
-        }
-        let h = Histogram::new(&self.bounds, self.writers);
-        children.push((values.iter().map(|v| v.to_string()).collect(), h.clone()));
-        h
+        self.family
+            .child(values, || Histogram::new(&self.bounds, self.writers))
     }
 }
 
 impl Collector for HistogramVec {
     fn desc(&self) -> Vec<&Desc> {
-        vec![&self.desc]
+        vec![&self.family.desc]
     }
 
     fn collect(&self) -> Vec<proto::MetricFamily> {
-        let children = self.children.lock().expect("not poisoned");
-        let metrics = children
-            .iter()
-            .map(|(values, h)| {
-                let mut m = proto::Metric::from_label(labels(&self.desc.variable_labels, values));
-                m.set_histogram(h.proto());
-                m
-            })
-            .collect();
-        vec![family(&self.desc, proto::MetricType::HISTOGRAM, metrics)]
+        self.family.collect(proto::MetricType::HISTOGRAM, |m, h| {
+            m.set_histogram(h.proto())
+        })
     }
 }
 

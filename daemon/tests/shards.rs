@@ -92,6 +92,10 @@ async fn the_layout_binding_and_forwarding() {
     // A shard the node doesn't run.
     let e = c.call(&ShardBind { shard: 7 }, T).await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::BadRequest), "{e}");
+    // ...changed nothing: the connection is still served, by shard 1.
+    let before = forwarded(&node).await;
+    assert!(c.call(&Set::new(key_on(1, 99), "v"), T).await.unwrap());
+    assert_eq!(forwarded(&node).await, before, "still bound to shard 1");
     node.stop().await;
 }
 

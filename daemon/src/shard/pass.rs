@@ -1176,10 +1176,7 @@ impl Shard {
                 .connections_closed
                 .with_label_values(&[reason])
                 .inc();
-            self.ctx.metrics.connections.dec();
-            if let Some(node) = &self.node {
-                node.connections.fetch_sub(1, Ordering::SeqCst);
-            }
+            self.connection_gone();
             tracing::debug!(reason, "connection closed");
         }
     }
@@ -1187,10 +1184,7 @@ impl Shard {
     fn accept(&mut self, stream: std::net::TcpStream, now: Instant) {
         let fail = |shard: &mut Shard, why: &str| {
             tracing::warn!(shard = shard.id, why, "dropping an accepted connection");
-            shard.ctx.metrics.connections.dec();
-            if let Some(node) = &shard.node {
-                node.connections.fetch_sub(1, Ordering::SeqCst);
-            }
+            shard.connection_gone();
         };
         if stream.set_nonblocking(true).is_err() {
             return fail(self, "set_nonblocking");
@@ -1199,16 +1193,7 @@ impl Shard {
         let mut sock = mio::net::TcpStream::from_std(stream);
         let entry = self.io.conns.vacant_entry();
         let idx = entry.key();
-        if self
-            .poll
-            .registry()
-            .register(
-                &mut sock,
-                mio::Token(idx + 1),
-                mio::Interest::READABLE | mio::Interest::WRITABLE,
-            )
-            .is_err()
-        {
+        if !register(&self.poll, &mut sock, idx) {
             return fail(self, "register");
         }
         let io = match &self.ctx.tls {
@@ -1289,25 +1274,26 @@ impl Shard {
         node.shards[to].adopt(Box::new(c));
     }
 
+    /// A connection of this shard is gone (closed, or dropped before it
+    /// was served): the node's counts go down.
+    fn connection_gone(&self) {
+        self.ctx.metrics.connections.dec();
+        if let Some(node) = &self.node {
+            node.connections.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
     /// A connection another shard moved here.
     fn adopt_conn(&mut self, conn: Box<Conn>) {
         let mut c = *conn;
         let entry = self.io.conns.vacant_entry();
         let idx = entry.key();
-        if self
-            .poll
-            .registry()
-            .register(
-                c.io.socket(),
-                mio::Token(idx + 1),
-                mio::Interest::READABLE | mio::Interest::WRITABLE,
-            )
-            .is_err()
-        {
-            self.ctx.metrics.connections.dec();
-            if let Some(node) = &self.node {
-                node.connections.fetch_sub(1, Ordering::SeqCst);
-            }
+        if !register(&self.poll, c.io.socket(), idx) {
+            tracing::warn!(
+                shard = self.id,
+                "dropping a moved connection: register failed"
+            );
+            self.connection_gone();
             return;
         }
         self.io.next_gen = self.io.next_gen.wrapping_add(1);
@@ -1351,6 +1337,18 @@ impl Shard {
 }
 
 /// The slots of shard `shard` of `shards`, as SHARD_BIND answers them.
+/// Register connection `idx`'s socket for both readiness kinds (its token
+/// is `idx + 1`; 0 is the waker's).
+fn register(poll: &mio::Poll, sock: &mut mio::net::TcpStream, idx: usize) -> bool {
+    poll.registry()
+        .register(
+            sock,
+            mio::Token(idx + 1),
+            mio::Interest::READABLE | mio::Interest::WRITABLE,
+        )
+        .is_ok()
+}
+
 fn shard_layout(shard: usize, shards: usize) -> rush_protocol::cmd::ShardBindReply {
     let range = super::route::slots_of_shard(shard, shards);
     rush_protocol::cmd::ShardBindReply {

@@ -26,17 +26,20 @@ pub fn epoch_day(ms: u64) -> u32 {
     (ms / DAY_MS).min(u32::MAX as u64) as u32
 }
 
-/// The day of month (1–31) of a day since the epoch (proleptic Gregorian,
-/// Howard Hinnant's `civil_from_days`).
+/// The day of month (1–31) of a day since the epoch (UTC).
+///
+/// Days past 9999-12-31, the end of jiff's calendar, can't come from a real
+/// clock; they fold to that last day so that no input panics.
 pub fn day_of_month(epoch_day: u32) -> u8 {
-    let z = epoch_day as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    (doy - (153 * mp + 2) / 5 + 1) as u8
+    let day = jiff::Span::new()
+        .try_days(i64::from(epoch_day))
+        .ok()
+        .and_then(|span| EPOCH.checked_add(span).ok())
+        .unwrap_or(jiff::civil::Date::MAX);
+    day.day() as u8
 }
+
+const EPOCH: jiff::civil::Date = jiff::civil::date(1970, 1, 1);
 
 /// Every slot's day markers on one shard: which calendar days have
 /// envelopes, and the first id of each.
@@ -127,15 +130,10 @@ impl Days {
 mod tests {
     use super::*;
 
-    /// Days since the epoch of a civil date (Hinnant's `days_from_civil`).
-    fn days(y: i64, m: i64, d: i64) -> u32 {
-        let y = if m <= 2 { y - 1 } else { y };
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let mp = (m + 9) % 12;
-        let doy = (153 * mp + 2) / 5 + d - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        (era * 146_097 + doe - 719_468) as u32
+    /// Days since the epoch of a civil date.
+    fn days(y: i16, m: i8, d: i8) -> u32 {
+        let span = EPOCH.until(jiff::civil::date(y, m, d)).unwrap();
+        span.get_days() as u32
     }
 
     #[test]
@@ -146,6 +144,11 @@ mod tests {
         assert_eq!(day_of_month(days(2024, 3, 1)), 1);
         assert_eq!(day_of_month(days(2026, 12, 31)), 31);
         assert_eq!(epoch_day(DAY_MS * 3 + 5), 3);
+        assert_eq!(
+            day_of_month(u32::MAX),
+            31,
+            "past 9999 folds to its last day"
+        );
         // Every day in four centuries: the day of month goes up by one or
         // starts over at 1 after 28–31 days.
         let mut prev = day_of_month(days(2000, 1, 1));

@@ -38,7 +38,7 @@ impl ClientError {
         matches!(self, ClientError::Connect { .. })
             || matches!(
                 self.code(),
-                Some(ErrorCode::Busy | ErrorCode::Moved | ErrorCode::Ask | ErrorCode::TryAgain)
+                Some(ErrorCode::Busy | ErrorCode::Moved | ErrorCode::TryAgain)
             )
     }
 }

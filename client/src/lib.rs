@@ -14,8 +14,8 @@
 //! keeps one per node): clone it freely and call from many tasks; requests
 //! are pipelined and answers matched by request id. Against a cluster, connect to any node: the client loads the
 //! map and sends each request to the node serving its slot (generated codes
-//! and envelope ids carry theirs), following MOVED (refreshing the map) and
-//! ASK. A lost connection is re-established with backoff; idempotent
+//! and envelope ids carry theirs), following MOVED (refreshing the map).
+//! A lost connection is re-established with backoff; idempotent
 //! requests — and creates that carry an idempotency key — are retried until
 //! `retry_deadline`, as are answers that say nothing was done (TRYAGAIN
 //! while a slot changes hands); others fail with
@@ -139,7 +139,7 @@ impl std::fmt::Debug for Client {
 
 const BACKOFF_START: Duration = Duration::from_millis(20);
 const BACKOFF_MAX: Duration = Duration::from_millis(1000);
-/// MOVED/ASK answers one call follows at most (a map in flux settles in a
+/// MOVED answers one call follows at most (a map in flux settles in a
 /// hop or two; more means the nodes disagree).
 const MAX_REDIRECTS: u32 = 16;
 /// Least time between map refreshes caused by unreachable nodes.
@@ -300,7 +300,7 @@ impl Client {
         self.refresh_soon(Some(target));
     }
 
-    /// Send any request, routed by its slot; follow MOVED and ASK; retry as
+    /// Send any request, routed by its slot; follow MOVED; retry as
     /// the options allow. A request that runs on every shard goes to every
     /// node of the cluster and the answers are merged.
     pub async fn call<C: Command>(&self, cmd: C) -> Result<C::Reply, ClientError> {
@@ -349,30 +349,23 @@ impl Client {
         let deadline = Instant::now() + opts.retry_deadline;
         let mut backoff = BACKOFF_START;
         let mut redirects = 0;
-        let mut ask: Option<String> = None;
         let mut safe: Option<bool> = None;
         loop {
-            let addr = match (ask.take(), fixed, slot) {
-                (Some(a), _, _) => a,
-                (None, Some(a), _) => a.to_string(),
-                (None, None, Some(s)) => self.routes().addr_for(s, &self.inner.addr).to_string(),
-                (None, None, None) => self.inner.addr.clone(),
+            let addr = match (fixed, slot) {
+                (Some(a), _) => a.to_string(),
+                (None, Some(s)) => self.routes().addr_for(s, &self.inner.addr).to_string(),
+                (None, None) => self.inner.addr.clone(),
             };
             let result = match self.connection(&addr).await {
                 Ok(c) => c.call(cmd, opts.request_timeout).await,
                 Err(e) => Err(e),
             };
             if let Err(ClientError::Server(e)) = &result {
-                if let (Some((code, s, to)), None) = (routing::redirect(e), fixed) {
+                if let (Some((s, to)), None) = (routing::moved(e), fixed) {
                     redirects += 1;
                     if redirects <= MAX_REDIRECTS {
-                        if code == ErrorCode::Moved {
-                            stats.moved.fetch_add(1, Ordering::Relaxed);
-                            self.learn_moved(s, to);
-                        } else {
-                            stats.asked.fetch_add(1, Ordering::Relaxed);
-                            ask = Some(self.routes().resolve(to).to_string());
-                        }
+                        stats.moved.fetch_add(1, Ordering::Relaxed);
+                        self.learn_moved(s, to);
                         continue;
                     }
                 }

@@ -143,8 +143,6 @@ pub struct ClientStats {
     pub retries: u64,
     /// MOVED answers followed.
     pub moved: u64,
-    /// ASK answers followed.
-    pub asked: u64,
     /// Maps loaded from a node.
     pub refreshes: u64,
 }
@@ -154,7 +152,6 @@ pub(crate) struct Counters {
     pub requests: AtomicU64,
     pub retries: AtomicU64,
     pub moved: AtomicU64,
-    pub asked: AtomicU64,
     pub refreshes: AtomicU64,
 }
 
@@ -165,7 +162,6 @@ impl Counters {
             requests: l(&self.requests),
             retries: l(&self.retries),
             moved: l(&self.moved),
-            asked: l(&self.asked),
             refreshes: l(&self.refreshes),
         }
     }
@@ -276,14 +272,15 @@ pub(crate) fn merge(req: &Request, replies: Vec<Reply>) -> Result<Reply, RushErr
     })
 }
 
-/// Whether an error says the request was certainly not applied and the
-/// cluster moved under it.
-pub(crate) fn redirect(e: &RushError) -> Option<(ErrorCode, u16, &str)> {
+/// MOVED: the request was certainly not applied, and `slot` is served by
+/// the node at the address named. (The only redirect there is: Rush hands a
+/// slot over whole, so there is no ASK; a retired code 7 from an old server
+/// is an error like any unknown code, never followed.)
+pub(crate) fn moved(e: &RushError) -> Option<(u16, &str)> {
     match (&e.code, &e.detail) {
-        (
-            ErrorCode::Moved | ErrorCode::Ask,
-            rush_protocol::ErrorDetail::Redirect { slot, addr },
-        ) => Some((e.code, *slot, addr.as_str())),
+        (ErrorCode::Moved, rush_protocol::ErrorDetail::Redirect { slot, addr }) => {
+            Some((*slot, addr.as_str()))
+        }
         _ => None,
     }
 }

@@ -5,8 +5,11 @@ mod common;
 
 use bytes::{BufMut, BytesMut};
 use common::TestNode;
+use rush_client::protocol::cmd::{
+    Batch, Compact, EnvelopeRefunds, Get, HDel, HSet, Hello, HelloReply, Ping, RefundCursor, Set,
+};
 use rush_client::protocol::frame::{self, Frame, Header};
-use rush_client::protocol::{ErrorCode, RushError};
+use rush_client::protocol::{Command, ErrorCode, Opcode, RushError, Wire};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -38,6 +41,31 @@ async fn next_frame(s: &mut TcpStream) -> Option<Frame> {
             assert!(buf.is_empty(), "closed mid-frame");
             return None;
         }
+    }
+}
+
+/// Send `cmd` as request `id` and read its answer (nothing else may be in
+/// flight on `s`).
+async fn call<C: Command>(s: &mut TcpStream, id: u64, cmd: &C) -> Result<C::Reply, RushError> {
+    let mut b = BytesMut::new();
+    frame::encode(&mut b, Header::request(C::OPCODE.as_u8(), id), |out| {
+        cmd.encode(out)
+    });
+    s.write_all(&b).await.unwrap();
+    let f = next_frame(s).await.expect("an answer");
+    assert_eq!(
+        (f.header.request_id, f.header.opcode, f.header.flags),
+        (id, C::OPCODE.as_u8(), frame::FLAG_RESPONSE),
+        "the answer echoes the request"
+    );
+    frame::decode_response::<C::Reply>(f.body).unwrap()
+}
+
+fn hello(token: Option<&str>) -> Hello {
+    Hello {
+        version: frame::VERSION,
+        token: token.map(str::to_string),
+        client: "bad_input".into(),
     }
 }
 
@@ -175,15 +203,16 @@ async fn per_request_errors_keep_the_connection() {
         (f.header.request_id, error_of(&f).code),
         (4, ErrorCode::TooLarge)
     );
-    // An unknown protocol version.
+    // An unknown protocol version (the answer is a version 1 frame).
     let mut b = request(0x01, 5, &[0, 0, 0, 0]);
     b[4] = 9;
     s.write_all(&b).await.unwrap();
     let f = next_frame(&mut s).await.unwrap();
     assert_eq!(
-        (f.header.request_id, error_of(&f).code),
-        (5, ErrorCode::UnsupportedVersion)
+        (f.header.version, f.header.request_id, f.header.opcode),
+        (frame::VERSION, 5, 0x01)
     );
+    assert_eq!(error_of(&f).code, ErrorCode::UnsupportedVersion);
     // A SET condition byte that means nothing.
     let mut body = BytesMut::new();
     body.put_u32(1);
@@ -234,10 +263,261 @@ async fn over_max_connections_gets_a_clear_error() {
     let f = next_frame(&mut extra)
         .await
         .expect("an error before the close");
+    assert_eq!((f.header.request_id, f.header.opcode), (0, 0));
     let e = error_of(&f);
     assert_eq!(e.code, ErrorCode::Unavailable);
     assert!(e.message.contains("max_connections"), "{e}");
     assert!(next_frame(&mut extra).await.is_none());
     node.client.ping().await.unwrap();
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_flag_bits_are_refused_and_nothing_runs() {
+    let node = TestNode::start().await;
+    let mut s = raw(&node).await;
+    let set = Set {
+        key: "flagged".into(),
+        value: "v".into(),
+        ttl_ms: 0,
+        cond: Default::default(),
+    };
+    let mut body = BytesMut::new();
+    set.encode(&mut body);
+    // Bit 1, the top bit, and bit 0 (a response sent to the server).
+    for (id, flags) in [(1u64, 0x0002u16), (2, 0x8000), (3, frame::FLAG_RESPONSE)] {
+        let mut header = Header::request(Opcode::Set.as_u8(), id);
+        header.flags = flags;
+        let mut b = BytesMut::new();
+        frame::encode(&mut b, header, |out| out.put_slice(&body));
+        s.write_all(&b).await.unwrap();
+        let f = next_frame(&mut s).await.expect("an answer, not a close");
+        assert_eq!(
+            (f.header.request_id, f.header.opcode),
+            (id, Opcode::Set.as_u8())
+        );
+        let e = error_of(&f);
+        assert_eq!(e.code, ErrorCode::BadRequest, "flags {flags:#06x}: {e}");
+    }
+    assert!(
+        !node.client.exists("flagged").await.unwrap(),
+        "no flagged SET ran"
+    );
+    // The connection still serves requests with flags 0.
+    assert_eq!(call(&mut s, 4, &set).await, Ok(true));
+    assert!(node.client.exists("flagged").await.unwrap());
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn connection_level_errors_carry_request_id_0_and_opcode_0() {
+    let node = TestNode::start().await;
+    // A length below the 12-byte header.
+    let mut s = raw(&node).await;
+    s.write_all(&[0, 0, 0, 11]).await.unwrap();
+    let f = next_frame(&mut s).await.expect("an error answer");
+    assert_eq!((f.header.request_id, f.header.opcode), (0, 0));
+    assert_eq!(error_of(&f).code, ErrorCode::BadRequest);
+    assert!(next_frame(&mut s).await.is_none(), "then closed");
+    // An oversized length and no header after it: nothing to echo.
+    let mut s = raw(&node).await;
+    s.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+    let f = next_frame(&mut s).await.expect("an error answer");
+    assert_eq!((f.header.request_id, f.header.opcode), (0, 0));
+    assert_eq!(error_of(&f).code, ErrorCode::TooLarge);
+    assert!(next_frame(&mut s).await.is_none(), "then closed");
+    still_serving(&node).await;
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn a_field_over_its_limit_and_truncated_is_too_large() {
+    let node = TestNode::start().await;
+    let mut s = raw(&node).await;
+    // A GET whose key claims 5000 bytes (over 1024) and brings 3.
+    let mut body = BytesMut::new();
+    body.put_u32(5000);
+    body.put_slice(b"abc");
+    s.write_all(&request(Opcode::Get.as_u8(), 1, &body))
+        .await
+        .unwrap();
+    let f = next_frame(&mut s).await.unwrap();
+    assert_eq!(
+        (f.header.request_id, error_of(&f).code),
+        (1, ErrorCode::TooLarge)
+    );
+    // Within its limit but truncated: BAD_REQUEST.
+    let mut body = BytesMut::new();
+    body.put_u32(1000);
+    body.put_slice(b"abc");
+    s.write_all(&request(Opcode::Get.as_u8(), 2, &body))
+        .await
+        .unwrap();
+    let f = next_frame(&mut s).await.unwrap();
+    assert_eq!(
+        (f.header.request_id, error_of(&f).code),
+        (2, ErrorCode::BadRequest)
+    );
+    // A key over its limit inside a BATCH is TOO_LARGE too, and nothing of
+    // the batch runs.
+    let batch = Batch {
+        ops: vec![
+            Set {
+                key: "{b}ok".into(),
+                value: "v".into(),
+                ttl_ms: 0,
+                cond: Default::default(),
+            }
+            .into(),
+            Get {
+                key: vec![b'b'; 2000].into(),
+            }
+            .into(),
+        ],
+    };
+    let e = call(&mut s, 3, &batch).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::TooLarge, "{e}");
+    assert!(!node.client.exists("{b}ok").await.unwrap());
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_arguments_are_bad_requests_that_run_nothing() {
+    let node = TestNode::start().await;
+    let mut s = raw(&node).await;
+    let set = |key: &str| -> rush_client::protocol::Request {
+        Set {
+            key: key.to_string().into(),
+            value: "v".into(),
+            ttl_ms: 0,
+            cond: Default::default(),
+        }
+        .into()
+    };
+    let bad = |e: RushError, what: &str| assert_eq!(e.code, ErrorCode::BadRequest, "{what}: {e}");
+    // ENVELOPE_REFUNDS pages of 1 to 10000 refunds.
+    for limit in [0, 10_001] {
+        let r = EnvelopeRefunds {
+            after: RefundCursor::START,
+            limit,
+        };
+        let e = call(&mut s, 100 + limit as u64, &r).await.unwrap_err();
+        bad(e, &format!("refunds limit {limit}"));
+    }
+    assert!(call(
+        &mut s,
+        1,
+        &EnvelopeRefunds {
+            after: RefundCursor::START,
+            limit: 10_000
+        }
+    )
+    .await
+    .is_ok());
+    // HSET and HDEL name at least one field.
+    let e = call(
+        &mut s,
+        2,
+        &HSet {
+            key: "h".into(),
+            fields: vec![],
+        },
+    )
+    .await
+    .unwrap_err();
+    bad(e, "HSET without fields");
+    let e = call(
+        &mut s,
+        3,
+        &HDel {
+            key: "h".into(),
+            fields: vec![],
+        },
+    )
+    .await
+    .unwrap_err();
+    bad(e, "HDEL without fields");
+    // A BATCH has 1 to 1000 operations, none of them a BATCH.
+    let e = call(&mut s, 4, &Batch::default()).await.unwrap_err();
+    bad(e, "empty BATCH");
+    let nested = Batch {
+        ops: vec![
+            set("{n}a"),
+            Batch {
+                ops: vec![set("{n}b")],
+            }
+            .into(),
+        ],
+    };
+    let e = call(&mut s, 5, &nested).await.unwrap_err();
+    bad(e, "nested BATCH");
+    // CATALOG_SHED modes are 0 off, 1 on, 2 auto.
+    s.write_all(&request(Opcode::CatalogShed.as_u8(), 6, &[3]))
+        .await
+        .unwrap();
+    let f = next_frame(&mut s).await.unwrap();
+    assert_eq!(f.header.request_id, 6);
+    bad(error_of(&f), "SHED mode 3");
+    for key in ["h", "{n}a", "{n}b"] {
+        assert!(!node.client.exists(key).await.unwrap(), "{key} was written");
+    }
+    // The connection is still open and serving.
+    assert!(call(&mut s, 7, &Ping::default()).await.is_ok());
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn without_tokens_every_connection_is_admin() {
+    let node = TestNode::start().await;
+    let mut s = raw(&node).await;
+    // No HELLO at all: admin requests run.
+    assert_eq!(call(&mut s, 1, &Compact {}).await, Ok(()));
+    // HELLO is optional, says so, and ignores any token.
+    for (id, token) in [(2, None), (3, Some("anything"))] {
+        let reply: HelloReply = call(&mut s, id, &hello(token)).await.unwrap();
+        assert!(reply.admin, "token {token:?}");
+    }
+    assert_eq!(call(&mut s, 4, &Compact {}).await, Ok(()));
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn hello_grants_and_drops_admin_rights() {
+    const CLIENT: &str = "client-s3cret";
+    const ADMIN: &str = "admin-s3cret";
+    let secrets = tempfile::tempdir().unwrap();
+    let (clients, admins) = (
+        secrets.path().join("clients"),
+        secrets.path().join("admins"),
+    );
+    std::fs::write(&clients, format!("shop:{CLIENT}\n")).unwrap();
+    std::fs::write(&admins, format!("ops:{ADMIN}\n")).unwrap();
+    let node = TestNode::start_with(|c| {
+        c.auth.token_file = Some(clients);
+        c.auth.admin_token_file = Some(admins);
+    })
+    .await;
+    let mut s = raw(&node).await;
+    let get = Get { key: "k".into() };
+    let forbidden = |r: Result<(), RushError>| {
+        assert_eq!(r.map_err(|e| e.code), Err(ErrorCode::Forbidden));
+    };
+    // Before any HELLO, nothing but HELLO.
+    let e = call(&mut s, 1, &get).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unauthorized);
+    // The admin token: admin rights.
+    assert!(call(&mut s, 2, &hello(Some(ADMIN))).await.unwrap().admin);
+    assert_eq!(call(&mut s, 3, &Compact {}).await, Ok(()));
+    // A refused HELLO changes nothing: still admin.
+    let e = call(&mut s, 4, &hello(Some("guess"))).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unauthorized);
+    assert_eq!(call(&mut s, 5, &Compact {}).await, Ok(()));
+    // A second HELLO with a client token drops them; keys still work.
+    assert!(!call(&mut s, 6, &hello(Some(CLIENT))).await.unwrap().admin);
+    forbidden(call(&mut s, 7, &Compact {}).await);
+    assert_eq!(call(&mut s, 8, &get).await, Ok(None));
+    // And the admin token grants them again.
+    assert!(call(&mut s, 9, &hello(Some(ADMIN))).await.unwrap().admin);
+    assert_eq!(call(&mut s, 10, &Compact {}).await, Ok(()));
     node.stop().await;
 }

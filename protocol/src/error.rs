@@ -13,7 +13,10 @@ macro_rules! error_codes {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum ErrorCode {
             $($(#[$doc])* $name,)*
-            /// A code this client doesn't know (from a newer server).
+            /// A code this crate doesn't know: from a newer server, or a
+            /// retired one ([`ErrorCode::RETIRED`]). It is still an error
+            /// answer to its request, with message and detail; nothing says
+            /// whether the request was applied.
             Other(u8),
         }
 
@@ -58,8 +61,9 @@ error_codes! {
     CrossSlot = 5, "CROSSSLOT";
     /// This node does not own the slot; detail says who does.
     Moved = 6, "MOVED";
-    /// The slot is migrating and this key has moved; ask the target once.
-    Ask = 7, "ASK";
+    // 7 was ASK (redirect one request while a slot moves key by key). Rush
+    // hands a slot over whole and never sent it: the code is retired, never
+    // to be reused, and decodes as `Other(7)` (see `ErrorCode::RETIRED`).
     /// The shard's queue (or an envelope's admission cap) is full: retry later.
     Busy = 8, "BUSY";
     /// No such key, link, policy, envelope.
@@ -91,12 +95,19 @@ error_codes! {
     TryAgain = 21, "TRYAGAIN";
 }
 
+impl ErrorCode {
+    /// Codes that were assigned once and are never given another meaning,
+    /// so an old peer can't misread a new answer. 7 was ASK. They decode as
+    /// [`ErrorCode::Other`].
+    pub const RETIRED: &'static [u8] = &[7];
+}
+
 /// Extra, code-specific information carried by an error answer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum ErrorDetail {
     #[default]
     None,
-    /// MOVED / ASK: the slot and the address to ask instead.
+    /// MOVED: the slot and the address of the node that serves it.
     Redirect { slot: u16, addr: String },
     /// A BATCH was aborted by operation `index` (0-based); nothing was written.
     BatchIndex { index: u32 },
@@ -169,12 +180,6 @@ impl RushError {
             ErrorCode::TryAgain,
             format!("slot {slot} is moving to another node; retry shortly"),
         )
-    }
-
-    pub fn ask(slot: u16, addr: impl Into<String>) -> Self {
-        let addr = addr.into();
-        Self::new(ErrorCode::Ask, format!("ask {addr} once for slot {slot}"))
-            .with_detail(ErrorDetail::Redirect { slot, addr })
     }
 
     pub fn moved(slot: u16, addr: impl Into<String>) -> Self {
@@ -269,5 +274,47 @@ impl Wire for RushError {
             message,
             detail,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_retired_ones_stay_unassigned() {
+        for &code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_u8(code.as_u8()), code);
+            assert!(
+                !ErrorCode::RETIRED.contains(&code.as_u8()),
+                "{} reuses a retired code",
+                code.name()
+            );
+        }
+        for &retired in ErrorCode::RETIRED {
+            assert_eq!(ErrorCode::from_u8(retired), ErrorCode::Other(retired));
+        }
+    }
+
+    #[test]
+    fn an_unknown_code_decodes_with_its_message_and_detail() {
+        // What an old server's ASK looked like: code 7 with a redirect.
+        let mut b = BytesMut::new();
+        b.put_u8(7);
+        b.put_lp(b"ask elsewhere");
+        b.put_u8(DETAIL_REDIRECT);
+        b.put_u16(5);
+        b.put_lp(b"10.0.0.2:7379");
+        let e = RushError::decode_body(b.freeze()).unwrap();
+        assert_eq!(e.code, ErrorCode::Other(7));
+        assert_eq!(e.code.as_u8(), 7);
+        assert_eq!(e.message, "ask elsewhere");
+        assert_eq!(
+            e.detail,
+            ErrorDetail::Redirect {
+                slot: 5,
+                addr: "10.0.0.2:7379".into()
+            }
+        );
     }
 }

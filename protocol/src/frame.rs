@@ -17,6 +17,10 @@ pub const HEADER_LEN: usize = 12;
 pub const VERSION: u8 = 1;
 /// Header flag set on every response frame.
 pub const FLAG_RESPONSE: u16 = 0x0001;
+/// Every flag bit version 1 defines. The others are reserved: a request
+/// with any of them set is BAD_REQUEST, so a later meaning can never be
+/// silently ignored by an older server.
+pub const KNOWN_FLAGS: u16 = FLAG_RESPONSE;
 /// The first body byte of a successful response.
 pub const STATUS_OK: u8 = 0;
 
@@ -40,6 +44,22 @@ impl Header {
 
     pub fn is_response(&self) -> bool {
         self.flags & FLAG_RESPONSE != 0
+    }
+
+    /// Why a server must refuse this header as a request's (BAD_REQUEST,
+    /// nothing executed, the connection stays open): it is a response, or
+    /// it sets a reserved flag bit. The version is checked apart, as it
+    /// has a code of its own (UNSUPPORTED_VERSION).
+    pub fn request_flags_error(&self) -> Option<RushError> {
+        if self.is_response() {
+            return Some(RushError::bad_request("a client sent a response frame"));
+        }
+        let unknown = self.flags & !KNOWN_FLAGS;
+        (unknown != 0).then(|| {
+            RushError::bad_request(format!(
+                "unknown flag bits 0x{unknown:04x}: a request's flags must be 0"
+            ))
+        })
     }
 }
 
@@ -217,6 +237,17 @@ mod tests {
                 header: Some(h), ..
             }) => assert_eq!(h.request_id, 9),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_request_sets_no_flag() {
+        let mut h = Header::request(1, 7);
+        assert_eq!(h.request_flags_error(), None);
+        for flags in [FLAG_RESPONSE, 0x0002, 0x8000, 0xffff] {
+            h.flags = flags;
+            let e = h.request_flags_error().expect("refused");
+            assert_eq!(e.code, crate::ErrorCode::BadRequest, "{flags:#06x}");
         }
     }
 

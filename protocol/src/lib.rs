@@ -162,11 +162,18 @@ macro_rules! commands {
             /// malformed body BAD_REQUEST or TOO_LARGE.
             pub fn decode(opcode: u8, body: Bytes) -> Result<Request, RushError> {
                 match Opcode::from_u8(opcode) {
-                    $(Some(Opcode::$variant) => Ok(Request::$variant(<$ty as Wire>::decode_body(body)?)),)*
+                    Some(op) => Ok(Request::decode_as(op, body)?),
                     None => Err(RushError::new(
                         ErrorCode::UnknownOpcode,
                         format!("unknown opcode 0x{opcode:02x}"),
                     )),
+                }
+            }
+
+            /// Decode the body of a request of a known opcode.
+            pub fn decode_as(opcode: Opcode, body: Bytes) -> Result<Request, DecodeError> {
+                match opcode {
+                    $(Opcode::$variant => Ok(Request::$variant(<$ty as Wire>::decode_body(body)?)),)*
                 }
             }
 

@@ -1,13 +1,23 @@
 //! PROTOCOL.md's golden vectors must be exactly what this crate encodes, and
-//! must decode back to the same values: the document can't drift from the code.
+//! must decode back to the same values: the document can't drift from the
+//! code. The vectors also tell one story (a link made, updated, resolved,
+//! read and deleted; an envelope created, grabbed and refunded; a policy set
+//! and an order counted under it; a map installed and slots moved), and
+//! `vectors_agree_with_each_other` checks what the document's rules say
+//! about their values — an id's slot and day, a code's slot, a MOVED slot,
+//! the rules a reply names — with the crate's own functions.
 //!
 //! Regenerate the hex after a deliberate change with
-//! `cargo test -p rush-protocol --test golden -- --ignored --nocapture print`.
+//! `cargo test --workspace --test golden -- --ignored --nocapture print`.
 
 use bytes::{Bytes, BytesMut};
+use rush_protocol::cmd::links::code::generated_parts;
 use rush_protocol::cmd::*;
-use rush_protocol::frame::{self, Header};
-use rush_protocol::{Command, ErrorCode, ErrorDetail, Reply, Request, RushError};
+use rush_protocol::frame::{self, FrameError, Header, VERSION};
+use rush_protocol::{
+    key_slot, link_slot, parts_slot, Command, ErrorCode, ErrorDetail, Reply, Request, RushError,
+    Target,
+};
 
 fn request<C: Command>(id: u64, cmd: C) -> Vec<u8> {
     let mut b = BytesMut::new();
@@ -16,6 +26,7 @@ fn request<C: Command>(id: u64, cmd: C) -> Vec<u8> {
     });
     // Decoding the frame gives back the same request.
     let f = frame::parse(&mut b.clone(), 1 << 20).unwrap().unwrap();
+    assert_eq!(f.header.request_flags_error(), None);
     assert_eq!(
         Request::decode(f.header.opcode, f.body).unwrap(),
         cmd.clone().into()
@@ -38,6 +49,371 @@ fn err_reply(opcode: u8, id: u64, e: RushError) -> Vec<u8> {
     let f = frame::parse(&mut b.clone(), 1 << 20).unwrap().unwrap();
     assert_eq!(frame::decode_response::<()>(f.body).unwrap(), Err(e));
     b.to_vec()
+}
+
+const DAY_MS: u64 = 86_400_000;
+
+// ── The values several vectors share ────────────────────────────────────
+
+/// The node the connection-level vectors talk to: node "a" of the map.
+fn hello_reply() -> HelloReply {
+    HelloReply {
+        protocol: VERSION,
+        server: "0.1.0".into(),
+        node_id: "a".into(),
+        shards: 2,
+        // "s3cret" is a client token.
+        admin: false,
+    }
+}
+
+fn shards_reply() -> ShardsReply {
+    ShardsReply {
+        ranges: vec![
+            SlotRange {
+                start: 0,
+                end: 8191,
+            },
+            SlotRange {
+                start: 8192,
+                end: 16383,
+            },
+        ],
+    }
+}
+
+fn shard_bind_reply() -> ShardBindReply {
+    ShardBindReply {
+        shard: 1,
+        shards: 2,
+        first_slot: 8192,
+        last_slot: 16383,
+    }
+}
+
+/// Two nodes at epoch 2: "a" (h:1) has 0–8191, "b" (h:2) 8192–16383.
+fn map() -> ClusterSlotsReply {
+    ClusterSlotsReply {
+        epoch: 2,
+        nodes: vec![
+            ClusterNode {
+                id: "a".into(),
+                addr: "h:1".into(),
+                ranges: vec![SlotRange {
+                    start: 0,
+                    end: 8191,
+                }],
+            },
+            ClusterNode {
+                id: "b".into(),
+                addr: "h:2".into(),
+                ranges: vec![SlotRange {
+                    start: 8192,
+                    end: 16383,
+                }],
+            },
+        ],
+    }
+}
+
+fn info_reply() -> InfoReply {
+    let rows = [
+        ("version", "0.1.0"),
+        ("protocol", "1"),
+        ("node_id", "a"),
+        ("uptime_seconds", "3600"),
+        ("shards", "2"),
+        ("connections", "3"),
+        ("data_dir", "/var/lib/rush"),
+        ("keys_estimate", "5000"),
+        ("sst_bytes", "1048576"),
+        ("memtable_bytes", "65536"),
+        ("queued_requests", "0"),
+        ("clock_ms", "1767225600000"),
+        ("cluster_epoch", "2"),
+        ("cluster_nodes", "2"),
+        ("cluster_slots_owned", "8192"),
+        ("advertise", "h:1"),
+    ];
+    InfoReply {
+        rows: rows
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect(),
+    }
+}
+
+fn get_k() -> Get {
+    Get {
+        key: Bytes::from_static(b"k"),
+    }
+}
+
+/// MOVED for the GET of "k" (slot 7629).
+fn moved() -> RushError {
+    RushError::moved(7629, "10.0.0.2:7379")
+}
+
+/// A two-rule policy: each item at most once a day, five a day in total,
+/// days in Shanghai.
+fn flash() -> PolicyDef {
+    let day = || Window::Day {
+        tz: "Asia/Shanghai".into(),
+    };
+    PolicyDef {
+        name: "flash".into(),
+        relaxed: false,
+        rules: vec![
+            Rule {
+                name: "item".into(),
+                scope: Scope::Item,
+                max: 1,
+                window: day(),
+            },
+            Rule {
+                name: "total".into(),
+                scope: Scope::Total,
+                max: 5,
+                window: day(),
+            },
+        ],
+    }
+}
+
+fn acquire() -> LimitAcquire {
+    LimitAcquire {
+        policy: "flash".into(),
+        user: Bytes::from_static(b"u1"),
+        order_id: "o1".into(),
+        items: vec![OrderItem::new("sku1", 1)],
+    }
+}
+
+/// 2026-03-02 00:00 in Shanghai.
+const SHANGHAI_MIDNIGHT: u64 = 1_772_380_800_000;
+
+fn acquire_reply() -> AcquireReply {
+    AcquireReply {
+        replayed: false,
+        allowances: vec![
+            Allowance {
+                rule: "item".into(),
+                item: "sku1".into(),
+                count: 1,
+                limit: 1,
+                resets_at_ms: SHANGHAI_MIDNIGHT,
+            },
+            Allowance {
+                rule: "total".into(),
+                item: String::new(),
+                count: 1,
+                limit: 5,
+                resets_at_ms: SHANGHAI_MIDNIGHT,
+            },
+        ],
+    }
+}
+
+fn limited() -> RushError {
+    RushError::new(ErrorCode::Limited, "limited").with_detail(ErrorDetail::Limit {
+        rule: "total".into(),
+        item: String::new(),
+        current: 5,
+        limit: 5,
+        requested: 1,
+    })
+}
+
+fn catalog_record() -> Record {
+    Record::new("c1")
+        .attr("plan", "gold")
+        .valid(None, Some(1_800_000_000_000))
+}
+
+fn catalog_query() -> CatalogQuery {
+    CatalogQuery {
+        owner: Bytes::from_static(b"M1"),
+        filter: CatalogFilter::default()
+            .attr("plan", "gold")
+            .at(1_790_000_000_000),
+    }
+}
+
+/// Created 2026-01-01 00:00 UTC, for a day.
+fn envelope_create() -> EnvelopeCreate {
+    EnvelopeCreate {
+        sender: Bytes::from_static(b"alice"),
+        total_cents: 10_000,
+        count: 10,
+        mode: EnvelopeMode::Random,
+        expires_in_ms: DAY_MS,
+        idempotency_key: Some(Bytes::from_static(b"k1")),
+    }
+}
+
+/// Sequence 3, day 1, slot 749 ("alice"'s).
+const ENVELOPE_ID: u64 = 1_589_997;
+
+fn envelope_create_reply() -> EnvelopeCreateReply {
+    EnvelopeCreateReply {
+        id: ENVELOPE_ID,
+        expires_at_ms: 1_767_312_000_000,
+    }
+}
+
+fn envelope_grab() -> EnvelopeGrab {
+    EnvelopeGrab {
+        id: ENVELOPE_ID,
+        user: Bytes::from_static(b"bob"),
+    }
+}
+
+fn envelope_grab_reply() -> EnvelopeGrabReply {
+    EnvelopeGrabReply {
+        amount_cents: 1234,
+        repeated: false,
+    }
+}
+
+/// What was left at expiry, refunded on the first timer run after it.
+fn envelope_refunds_reply() -> EnvelopeRefundsReply {
+    EnvelopeRefundsReply {
+        refunds: vec![Refund {
+            cursor: RefundCursor {
+                stamp: 1_767_312_000_000,
+                id: ENVELOPE_ID,
+            },
+            sender: Bytes::from_static(b"alice"),
+            amount_cents: 766,
+            refunded_at_ms: 1_767_312_000_000,
+        }],
+        next: RefundCursor {
+            stamp: 1_767_312_000_000,
+            id: u64::MAX,
+        },
+        more: false,
+    }
+}
+
+/// 2025-12-31 00:00 UTC: the link is made, with a TTL of a day.
+const LINK_MADE: u64 = 1_767_139_200_000;
+/// A generated code of 7 characters in the slot of (acme, https://e.com/a).
+const CODE: &str = "ZbssL9d";
+
+fn shorten() -> LinkShorten {
+    LinkShorten {
+        url: "https://e.com/a".into(),
+        account: Bytes::from_static(b"acme"),
+        length: 7,
+        ttl_ms: Some(DAY_MS),
+        reuse: true,
+        ..LinkShorten::default()
+    }
+}
+
+fn shorten_reply() -> ShortenReply {
+    ShortenReply {
+        code: CODE.into(),
+        short_url: format!("https://s.example/{CODE}"),
+        reused: false,
+        expires_at: LINK_MADE + DAY_MS,
+    }
+}
+
+fn shorten_batch() -> LinkShortenBatch {
+    LinkShortenBatch {
+        // The slot of ("", https://e.com/1), as the reference client picks.
+        slot: 14063,
+        account: Bytes::new(),
+        items: vec![BatchShortenItem {
+            url: "https://e.com/1".into(),
+            length: 5,
+            ..BatchShortenItem::default()
+        }],
+    }
+}
+
+/// 30 s after it was made the link gets an iOS app URL (the node allows
+/// the `app` scheme: `links.app_schemes = ["app"]`); no new TTL, so the
+/// expiry stays.
+fn link_update() -> LinkUpdate {
+    LinkUpdate {
+        ios: AppLinkChange::Set("app://a".into()),
+        ..LinkUpdate::new(CODE)
+    }
+}
+
+/// A minute after it was made the link is visited: too soon to slide the
+/// expiry (a TTL of a day slides at most every 12 hours).
+const LINK_VISITED: u64 = LINK_MADE + 60_000;
+
+fn resolve_reply() -> ResolveReply {
+    ResolveReply {
+        target: "https://e.com/a".into(),
+        ios: Some("app://a".into()),
+        android: None,
+        permanent: false,
+        expires_at: LINK_MADE + DAY_MS,
+    }
+}
+
+fn link_info_reply() -> LinkInfoReply {
+    LinkInfoReply {
+        code: CODE.into(),
+        short_url: format!("https://s.example/{CODE}"),
+        target: "https://e.com/a".into(),
+        account: Bytes::from_static(b"acme"),
+        ios: Some("app://a".into()),
+        android: None,
+        permanent: false,
+        alias: false,
+        created_at: LINK_MADE,
+        expires_at: LINK_MADE + DAY_MS,
+        ttl_ms: DAY_MS,
+        visits: 1,
+        last_visit: LINK_VISITED,
+        daily: vec![((LINK_VISITED / DAY_MS) as u32, 1)],
+    }
+}
+
+fn migrate() -> ClusterMigrate {
+    ClusterMigrate {
+        slots: vec![SlotRange {
+            start: 100,
+            end: 199,
+        }],
+        to: "b".into(),
+    }
+}
+
+fn migrate_reply() -> ClusterMigrateReply {
+    ClusterMigrateReply {
+        slots: 100,
+        keys: 5000,
+        bytes: 700_000,
+        epoch: 102,
+        unsynced: vec![],
+    }
+}
+
+fn migrate_import() -> MigrateImport {
+    MigrateImport {
+        id: 0x0102_0304_0506_0708,
+        slot: 100,
+        seq: 0,
+        from: "a".into(),
+        pairs: vec![ImportPair {
+            key: Bytes::from_static(&[0x00, 0x64, 0x01, b'k']),
+            value: Bytes::from_static(&[1, 0, 0, 0, 0, 0, 0, 0, 0, b'v']),
+            append: false,
+        }],
+    }
+}
+
+/// The answer to a frame whose length can't hold a header.
+fn frame_too_short() -> RushError {
+    let e = FrameError::TooShort { len: 3 };
+    RushError::bad_request(format!("{e}; closing the connection"))
 }
 
 /// Every golden vector: (name in PROTOCOL.md, bytes).
@@ -72,38 +448,28 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
                 },
             ),
         ),
+        (
+            "hello-reply",
+            ok_reply::<Hello>(2, Reply::Hello(hello_reply())),
+        ),
+        ("info-request", request(3, Info {})),
+        ("info-reply", ok_reply::<Info>(3, Reply::Info(info_reply()))),
+        ("cluster-slots-request", request(4, ClusterSlots {})),
+        (
+            "cluster-slots-reply",
+            ok_reply::<ClusterSlots>(4, Reply::ClusterSlots(map())),
+        ),
         ("shards-request", request(4, Shards {})),
         (
             "shards-reply",
-            ok_reply::<Shards>(
-                4,
-                Reply::Shards(ShardsReply {
-                    ranges: vec![
-                        SlotRange {
-                            start: 0,
-                            end: 8191,
-                        },
-                        SlotRange {
-                            start: 8192,
-                            end: 16383,
-                        },
-                    ],
-                }),
-            ),
+            ok_reply::<Shards>(4, Reply::Shards(shards_reply())),
         ),
         ("shard-bind-request", request(5, ShardBind { shard: 1 })),
         (
             "shard-bind-reply",
-            ok_reply::<ShardBind>(
-                5,
-                Reply::ShardBind(ShardBindReply {
-                    shard: 1,
-                    shards: 2,
-                    first_slot: 8192,
-                    last_slot: 16383,
-                }),
-            ),
+            ok_reply::<ShardBind>(5, Reply::ShardBind(shard_bind_reply())),
         ),
+        ("error-frame-too-short", err_reply(0, 0, frame_too_short())),
         (
             "set-request",
             request(
@@ -117,15 +483,7 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
             ),
         ),
         ("set-reply", ok_reply::<Set>(3, Reply::Set(true))),
-        (
-            "get-request",
-            request(
-                4,
-                Get {
-                    key: Bytes::from_static(b"k"),
-                },
-            ),
-        ),
+        ("get-request", request(4, get_k())),
         (
             "get-reply",
             ok_reply::<Get>(4, Reply::Get(Some(Bytes::from_static(b"v")))),
@@ -181,80 +539,16 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
                     .with_detail(ErrorDetail::BatchIndex { index: 0 }),
             ),
         ),
-        (
-            "error-moved",
-            err_reply(0x10, 4, RushError::moved(7, "10.0.0.2:7379")),
-        ),
-        (
-            "limit-acquire-request",
-            request(
-                7,
-                LimitAcquire {
-                    policy: "flash".into(),
-                    user: Bytes::from_static(b"u1"),
-                    order_id: "o1".into(),
-                    items: vec![OrderItem::new("sku1", 1)],
-                },
-            ),
-        ),
+        ("error-moved", err_reply(0x10, 4, moved())),
+        ("limit-acquire-request", request(7, acquire())),
         (
             "limit-acquire-reply",
-            ok_reply::<LimitAcquire>(
-                7,
-                Reply::LimitAcquire(AcquireReply {
-                    replayed: false,
-                    allowances: vec![
-                        Allowance {
-                            rule: "item".into(),
-                            item: "sku1".into(),
-                            count: 1,
-                            limit: 1,
-                            resets_at_ms: 1_772_380_800_000,
-                        },
-                        Allowance {
-                            rule: "total".into(),
-                            item: String::new(),
-                            count: 1,
-                            limit: 5,
-                            resets_at_ms: 1_772_380_800_000,
-                        },
-                    ],
-                }),
-            ),
+            ok_reply::<LimitAcquire>(7, Reply::LimitAcquire(acquire_reply())),
         ),
-        (
-            "error-limited",
-            err_reply(
-                0x40,
-                7,
-                RushError::new(ErrorCode::Limited, "limited").with_detail(ErrorDetail::Limit {
-                    rule: "total".into(),
-                    item: String::new(),
-                    current: 5,
-                    limit: 5,
-                    requested: 1,
-                }),
-            ),
-        ),
+        ("error-limited", err_reply(0x40, 7, limited())),
         (
             "limit-policy-set-request",
-            request(
-                8,
-                LimitPolicySet {
-                    policy: PolicyDef {
-                        name: "flash".into(),
-                        relaxed: false,
-                        rules: vec![Rule {
-                            name: "total".into(),
-                            scope: Scope::Total,
-                            max: 5,
-                            window: Window::Day {
-                                tz: "Asia/Shanghai".into(),
-                            },
-                        }],
-                    },
-                },
-            ),
+            request(8, LimitPolicySet { policy: flash() }),
         ),
         (
             "catalog-put-request",
@@ -262,9 +556,7 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
                 7,
                 CatalogPut {
                     owner: Bytes::from_static(b"M1"),
-                    record: Record::new("c1")
-                        .attr("plan", "gold")
-                        .valid(None, Some(1_800_000_000_000)),
+                    record: catalog_record(),
                 },
             ),
         ),
@@ -272,26 +564,13 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
             "catalog-put-reply",
             ok_reply::<CatalogPut>(7, Reply::CatalogPut(true)),
         ),
-        (
-            "catalog-query-request",
-            request(
-                8,
-                CatalogQuery {
-                    owner: Bytes::from_static(b"M1"),
-                    filter: CatalogFilter::default()
-                        .attr("plan", "gold")
-                        .at(1_790_000_000_000),
-                },
-            ),
-        ),
+        ("catalog-query-request", request(8, catalog_query())),
         (
             "catalog-query-reply",
             ok_reply::<CatalogQuery>(
                 8,
                 Reply::CatalogQuery(CatalogQueryReply {
-                    records: vec![Record::new("c1")
-                        .attr("plan", "gold")
-                        .valid(None, Some(1_800_000_000_000))],
+                    records: vec![catalog_record()],
                 }),
             ),
         ),
@@ -313,50 +592,15 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
             "error-shed",
             err_reply(0x54, 8, RushError::unavailable("shed")),
         ),
-        // Envelope ids below are sequence 3, day 5, slot 749, "alice"'s slot.
-        (
-            "envelope-create-request",
-            request(
-                7,
-                EnvelopeCreate {
-                    sender: Bytes::from_static(b"alice"),
-                    total_cents: 10_000,
-                    count: 10,
-                    mode: EnvelopeMode::Random,
-                    expires_in_ms: 86_400_000,
-                    idempotency_key: Some(Bytes::from_static(b"k1")),
-                },
-            ),
-        ),
+        ("envelope-create-request", request(7, envelope_create())),
         (
             "envelope-create-reply",
-            ok_reply::<EnvelopeCreate>(
-                7,
-                Reply::EnvelopeCreate(EnvelopeCreateReply {
-                    id: envelope_id(3, 5, 749).unwrap(),
-                    expires_at_ms: 1_767_312_000_000,
-                }),
-            ),
+            ok_reply::<EnvelopeCreate>(7, Reply::EnvelopeCreate(envelope_create_reply())),
         ),
-        (
-            "envelope-grab-request",
-            request(
-                8,
-                EnvelopeGrab {
-                    id: envelope_id(3, 5, 749).unwrap(),
-                    user: Bytes::from_static(b"bob"),
-                },
-            ),
-        ),
+        ("envelope-grab-request", request(8, envelope_grab())),
         (
             "envelope-grab-reply",
-            ok_reply::<EnvelopeGrab>(
-                8,
-                Reply::EnvelopeGrab(EnvelopeGrabReply {
-                    amount_cents: 1234,
-                    repeated: false,
-                }),
-            ),
+            ok_reply::<EnvelopeGrab>(8, Reply::EnvelopeGrab(envelope_grab_reply())),
         ),
         (
             "error-empty",
@@ -374,164 +618,52 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
         ),
         (
             "envelope-refunds-reply",
-            ok_reply::<EnvelopeRefunds>(
-                9,
-                Reply::EnvelopeRefunds(EnvelopeRefundsReply {
-                    refunds: vec![Refund {
-                        cursor: RefundCursor {
-                            stamp: 1_767_312_000_000,
-                            id: envelope_id(3, 5, 749).unwrap(),
-                        },
-                        sender: Bytes::from_static(b"alice"),
-                        amount_cents: 766,
-                        refunded_at_ms: 1_767_312_000_000,
-                    }],
-                    next: RefundCursor {
-                        stamp: 1_767_312_000_000,
-                        id: u64::MAX,
-                    },
-                    more: false,
-                }),
-            ),
+            ok_reply::<EnvelopeRefunds>(9, Reply::EnvelopeRefunds(envelope_refunds_reply())),
         ),
-        (
-            "link-shorten-request",
-            request(
-                7,
-                LinkShorten {
-                    url: "https://e.com/a".into(),
-                    account: Bytes::from_static(b"acme"),
-                    length: 7,
-                    ttl_ms: Some(86_400_000),
-                    reuse: true,
-                    ..LinkShorten::default()
-                },
-            ),
-        ),
+        ("link-shorten-request", request(7, shorten())),
         (
             "link-shorten-reply",
-            ok_reply::<LinkShorten>(
-                7,
-                Reply::LinkShorten(ShortenReply {
-                    code: "3xK9aZq".into(),
-                    short_url: "https://s.example/3xK9aZq".into(),
-                    reused: false,
-                    expires_at: 1_767_225_600_000,
-                }),
-            ),
+            ok_reply::<LinkShorten>(7, Reply::LinkShorten(shorten_reply())),
         ),
-        (
-            "link-shorten-batch-request",
-            request(
-                8,
-                LinkShortenBatch {
-                    slot: 4321,
-                    account: Bytes::new(),
-                    items: vec![BatchShortenItem {
-                        url: "https://e.com/1".into(),
-                        length: 5,
-                        ..BatchShortenItem::default()
-                    }],
-                },
-            ),
-        ),
-        (
-            "link-resolve-request",
-            request(9, LinkResolve::new("3xK9aZq")),
-        ),
+        ("link-shorten-batch-request", request(8, shorten_batch())),
+        ("link-resolve-request", request(9, LinkResolve::new(CODE))),
         (
             "link-resolve-reply",
-            ok_reply::<LinkResolve>(
-                9,
-                Reply::LinkResolve(ResolveReply {
-                    target: "https://e.com/a".into(),
-                    ios: Some("app://a".into()),
-                    android: None,
-                    permanent: false,
-                    expires_at: 1_767_225_600_000,
-                }),
-            ),
+            ok_reply::<LinkResolve>(9, Reply::LinkResolve(resolve_reply())),
         ),
         (
             "error-link-not-found",
             err_reply(0x32, 9, RushError::not_found("no link")),
         ),
+        ("link-info-request", request(10, LinkInfo::new(CODE))),
+        (
+            "link-info-reply",
+            ok_reply::<LinkInfo>(10, Reply::LinkInfo(link_info_reply())),
+        ),
+        ("link-update-request", request(11, link_update())),
+        (
+            "link-update-reply",
+            ok_reply::<LinkUpdate>(11, Reply::LinkUpdate(LINK_MADE + DAY_MS)),
+        ),
+        ("link-delete-request", request(12, LinkDelete::new(CODE))),
+        (
+            "link-delete-reply",
+            ok_reply::<LinkDelete>(12, Reply::LinkDelete(true)),
+        ),
         (
             "cluster-setmap-request",
-            request(
-                10,
-                ClusterSetMap {
-                    map: ClusterSlotsReply {
-                        epoch: 2,
-                        nodes: vec![
-                            ClusterNode {
-                                id: "a".into(),
-                                addr: "h:1".into(),
-                                ranges: vec![SlotRange {
-                                    start: 0,
-                                    end: 8191,
-                                }],
-                            },
-                            ClusterNode {
-                                id: "b".into(),
-                                addr: "h:2".into(),
-                                ranges: vec![SlotRange {
-                                    start: 8192,
-                                    end: 16383,
-                                }],
-                            },
-                        ],
-                    },
-                },
-            ),
+            request(10, ClusterSetMap { map: map() }),
         ),
         (
             "cluster-setmap-reply",
             ok_reply::<ClusterSetMap>(10, Reply::ClusterSetMap(2)),
         ),
-        (
-            "cluster-migrate-request",
-            request(
-                11,
-                ClusterMigrate {
-                    slots: vec![SlotRange {
-                        start: 100,
-                        end: 199,
-                    }],
-                    to: "b".into(),
-                },
-            ),
-        ),
+        ("cluster-migrate-request", request(11, migrate())),
         (
             "cluster-migrate-reply",
-            ok_reply::<ClusterMigrate>(
-                11,
-                Reply::ClusterMigrate(ClusterMigrateReply {
-                    slots: 100,
-                    keys: 5000,
-                    bytes: 700_000,
-                    epoch: 102,
-                    unsynced: vec![],
-                }),
-            ),
+            ok_reply::<ClusterMigrate>(11, Reply::ClusterMigrate(migrate_reply())),
         ),
-        (
-            "migrate-import-request",
-            request(
-                12,
-                MigrateImport {
-                    id: 0x0102_0304_0506_0708,
-                    slot: 100,
-                    seq: 0,
-                    from: "a".into(),
-                    pairs: vec![ImportPair {
-                        key: Bytes::from_static(&[0x00, 0x64, 0x01, b'k']),
-                        value: Bytes::from_static(&[1, 0, 0, 0, 0, 0, 0, 0, 0, b'v']),
-                        append: false,
-                    }],
-                },
-            ),
-        ),
+        ("migrate-import-request", request(12, migrate_import())),
         (
             "error-tryagain",
             err_reply(0x10, 14, RushError::try_again(100)),
@@ -539,9 +671,204 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+/// The UTC day of month of a unix time in ms (the civil calendar, from
+/// days since 1970-01-01).
+fn utc_day_of_month(ms: u64) -> u8 {
+    let z = (ms / DAY_MS) as i64 + 719_468;
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    (doy - (153 * mp + 2) / 5 + 1) as u8
+}
+
+fn slot_of(target: Result<Target, RushError>) -> u16 {
+    match target {
+        Ok(Target::Slot(s)) => s,
+        other => panic!("not a slot: {other:?}"),
+    }
+}
+
+#[test]
+fn vectors_agree_with_each_other() {
+    // The node: HELLO, INFO, SHARDS, SHARD_BIND and the map describe node
+    // "a" of one two-node cluster.
+    let (hello, info, shards, bind, map) = (
+        hello_reply(),
+        info_reply(),
+        shards_reply(),
+        shard_bind_reply(),
+        map(),
+    );
+    let me = map.nodes.iter().find(|n| n.id == hello.node_id).unwrap();
+    let owned: u32 = me.ranges.iter().map(|r| (r.end - r.start) as u32 + 1).sum();
+    for (name, value) in [
+        ("protocol", VERSION.to_string()),
+        ("version", hello.server.clone()),
+        ("node_id", hello.node_id.clone()),
+        ("shards", hello.shards.to_string()),
+        ("cluster_epoch", map.epoch.to_string()),
+        ("cluster_nodes", map.nodes.len().to_string()),
+        ("cluster_slots_owned", owned.to_string()),
+        ("advertise", me.addr.clone()),
+    ] {
+        assert_eq!(info.get(name), Some(value.as_str()), "INFO {name}");
+    }
+    assert_eq!(shards.ranges.len(), hello.shards as usize);
+    let bound = shards.ranges[bind.shard as usize];
+    assert_eq!(
+        (bind.shards, bind.first_slot, bind.last_slot),
+        (hello.shards, bound.start, bound.end)
+    );
+    assert_eq!(map.owners().unwrap().len(), 16384, "the map is valid");
+
+    // MOVED names the slot of the request it answers.
+    let ErrorDetail::Redirect { slot, .. } = moved().detail else {
+        panic!("MOVED without a redirect")
+    };
+    assert_eq!(slot, slot_of(get_k().target()), "MOVED's slot");
+
+    // A short code carries the slot of (account, url) it was issued in.
+    let (shorten, reply) = (shorten(), shorten_reply());
+    let shorten_slot = parts_slot(&[&shorten.account, shorten.url.as_bytes()]);
+    assert_eq!(slot_of(shorten.target()), shorten_slot);
+    let (code_slot, len, _) = generated_parts(reply.code.as_bytes()).expect("a generated code");
+    assert_eq!(code_slot, shorten_slot, "{} is in another slot", reply.code);
+    assert_eq!(link_slot(reply.code.as_bytes()), shorten_slot);
+    assert_eq!(len, shorten.length);
+    assert!(reply.short_url.ends_with(&reply.code));
+    assert_eq!(reply.expires_at, LINK_MADE + shorten.ttl_ms.unwrap());
+    // The batch uses the slot the reference client picks.
+    let batch = shorten_batch();
+    assert_eq!(
+        batch.slot,
+        parts_slot(&[&batch.account, batch.items[0].url.as_bytes()])
+    );
+    // Update, resolve and info are of that link.
+    let (update, resolve, info) = (link_update(), resolve_reply(), link_info_reply());
+    assert_eq!(update.code, reply.code);
+    assert_eq!(update.ttl_ms, None, "the expiry stays");
+    let AppLinkChange::Set(ios) = &update.ios else {
+        panic!("the update sets the iOS URL")
+    };
+    assert_eq!(resolve.target, shorten.url);
+    assert_eq!(resolve.ios.as_ref(), Some(ios));
+    assert_eq!(resolve.permanent, shorten.permanent);
+    assert_eq!(resolve.expires_at, reply.expires_at);
+    assert_eq!(
+        (&info.code, &info.short_url, &info.target, &info.account),
+        (
+            &reply.code,
+            &reply.short_url,
+            &shorten.url,
+            &shorten.account
+        )
+    );
+    assert_eq!((&info.ios, &info.android), (&resolve.ios, &resolve.android));
+    assert_eq!(
+        (info.created_at + info.ttl_ms, info.expires_at),
+        (reply.expires_at, reply.expires_at)
+    );
+    assert_eq!(
+        info.daily.iter().map(|d| d.1).sum::<u64>(),
+        info.visits,
+        "the days add up"
+    );
+    assert_eq!(
+        info.daily.last().unwrap().0 as u64,
+        info.last_visit / DAY_MS
+    );
+
+    // An envelope id carries its sender's slot and its UTC day of creation.
+    let (create, created) = (envelope_create(), envelope_create_reply());
+    assert_eq!(envelope_slot(created.id), key_slot(&create.sender));
+    assert_eq!(slot_of(create.target()), envelope_slot(created.id));
+    let created_at = created.expires_at_ms - create.expires_in_ms;
+    assert_eq!(envelope_day(created.id), utc_day_of_month(created_at));
+    assert_eq!(envelope_grab().id, created.id);
+    let grabbed = envelope_grab_reply().amount_cents;
+    let refunds = envelope_refunds_reply();
+    let refund = &refunds.refunds[0];
+    assert_eq!(refund.envelope_id(), created.id);
+    assert_eq!(refund.sender, create.sender);
+    assert!(refund.amount_cents + grabbed <= create.total_cents);
+    assert!(refund.cursor.stamp >= created.expires_at_ms);
+    assert!(refund.refunded_at_ms >= created.expires_at_ms);
+    assert!(
+        refunds.next >= refund.cursor,
+        "the page is complete past it"
+    );
+
+    // The rules an acquire names are the policy's, in the documented order:
+    // per item for each per-item rule, then one per total rule.
+    let (policy, order) = (flash(), acquire());
+    assert_eq!(order.policy, policy.name);
+    let mut expected = Vec::new();
+    for rule in &policy.rules {
+        match rule.scope {
+            Scope::Item => {
+                for i in &order.items {
+                    expected.push((rule.name.clone(), i.item.clone(), rule.max));
+                }
+            }
+            Scope::Total => expected.push((rule.name.clone(), String::new(), rule.max)),
+        }
+    }
+    let answered: Vec<_> = acquire_reply()
+        .allowances
+        .iter()
+        .map(|a| (a.rule.clone(), a.item.clone(), a.limit))
+        .collect();
+    assert_eq!(answered, expected);
+    for a in acquire_reply().allowances {
+        // Daily windows in Shanghai (UTC+8, no DST) end at its midnight.
+        assert_eq!((a.resets_at_ms + 8 * 3_600_000) % DAY_MS, 0, "{}", a.rule);
+    }
+    let ErrorDetail::Limit {
+        rule, item, limit, ..
+    } = limited().detail
+    else {
+        panic!("LIMITED without its detail")
+    };
+    let denying = policy.rules.iter().find(|r| r.name == rule).unwrap();
+    assert_eq!(denying.max, limit);
+    assert_eq!(item.is_empty(), denying.scope == Scope::Total);
+
+    // The catalog query finds the record that was put.
+    let (record, query) = (catalog_record(), catalog_query());
+    assert!(record.matches(&query.filter));
+
+    // The migration: "a" moves 100 of its slots to "b", one epoch each.
+    let (m, moved) = (migrate(), migrate_reply());
+    let range = m.slots[0];
+    assert_eq!(moved.slots as u16, range.end - range.start + 1);
+    assert_eq!(moved.epoch, map.epoch + moved.slots as u64);
+    assert_eq!(map.node_for(range.start).unwrap().id, "a");
+    assert_eq!(map.node_for(range.end).unwrap().id, "a");
+    assert!(map.nodes.iter().any(|n| n.id == m.to));
+    let import = migrate_import();
+    assert!(range.contains(import.slot));
+    assert_eq!(import.from, "a");
+    for p in &import.pairs {
+        assert_eq!(
+            p.key[..2],
+            import.slot.to_be_bytes(),
+            "keys start with the slot"
+        );
+    }
+}
+
+#[test]
+fn the_calendar_helper_is_right() {
+    assert_eq!(utc_day_of_month(0), 1);
+    assert_eq!(utc_day_of_month(1_767_225_600_000), 1); // 2026-01-01
+    assert_eq!(utc_day_of_month(1_767_225_600_000 - 1), 31); // 2025-12-31
+    assert_eq!(utc_day_of_month(1_709_164_800_000), 29); // 2024-02-29
+}
+
 /// `golden NAME` fenced blocks of PROTOCOL.md: name → bytes.
 fn document_vectors() -> Vec<(String, Vec<u8>)> {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/PROTOCOL.md")).unwrap();
+    let doc = protocol_md();
     let mut out = Vec::new();
     let mut lines = doc.lines();
     while let Some(line) = lines.next() {
@@ -573,6 +900,10 @@ fn document_vectors() -> Vec<(String, Vec<u8>)> {
     out
 }
 
+fn protocol_md() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/PROTOCOL.md")).unwrap()
+}
+
 #[test]
 fn document_matches_code() {
     let doc = document_vectors();
@@ -593,6 +924,48 @@ fn document_matches_code() {
             "PROTOCOL.md vector {n:?} is not checked by this test"
         );
     }
+}
+
+/// The error table lists every code by its number and name, and the
+/// retired ones as retired.
+#[test]
+fn document_error_table_matches_code() {
+    let doc = protocol_md();
+    let table = doc
+        .split("## Error codes")
+        .nth(1)
+        .expect("an Error codes section");
+    let rows: Vec<(u8, String)> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("| code"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (
+                cells[1].parse().expect("a code number"),
+                cells[2].to_string(),
+            )
+        })
+        .collect();
+    for &code in ErrorCode::ALL {
+        let row = rows.iter().find(|(n, _)| *n == code.as_u8());
+        assert_eq!(
+            row.map(|r| r.1.as_str()),
+            Some(code.name()),
+            "code {}",
+            code.as_u8()
+        );
+    }
+    for (n, name) in &rows {
+        if ErrorCode::RETIRED.contains(n) {
+            assert!(name.contains("retired"), "code {n} is retired: {name}");
+        } else {
+            assert_eq!(ErrorCode::from_u8(*n).name(), name, "code {n}");
+        }
+    }
+    let listed: Vec<u8> = rows.iter().map(|r| r.0).collect();
+    assert!(listed.windows(2).all(|w| w[0] + 1 == w[1]), "{listed:?}");
 }
 
 /// Prints the vectors in PROTOCOL.md's format.

@@ -42,7 +42,8 @@
 //! *Why MOVED and not ASK:* a slot is handed over whole, in one step (the
 //! freeze lasts as long as one slot's copy, ~1/16384 of the data), so it is
 //! never half here, half there; a moved slot is permanently elsewhere, which
-//! is MOVED. Clients still follow ASK (one retry at the named node).
+//! is MOVED. So Rush has no ASK: its code (7) is retired (PROTOCOL.md,
+//! "Error codes").
 //!
 //! **Crash safety.** Only the target's commit decides a move, and the
 //! source's phase record says whether a commit can have been asked for:

@@ -819,12 +819,8 @@ impl Shard {
                 held,
             );
         }
-        if h.is_response() {
-            return early(
-                self,
-                RushError::bad_request("a client sent a response frame"),
-                held,
-            );
+        if let Some(e) = h.request_flags_error() {
+            return early(self, e, held);
         }
         if !state.authenticated && h.opcode != Opcode::Hello.as_u8() {
             return early(

@@ -98,8 +98,15 @@ impl Wire for Batch {
             let code = r.u8("operation opcode")?;
             let body = r.bytes("operation body", MAX_VALUE + 4096)?;
             match Opcode::from_u8(code) {
-                Some(op) if Batch::allows(op) => Request::decode(code, body)
-                    .map_err(|e| DecodeError::invalid("batch operation", e.message)),
+                // A field over its limit is TOO_LARGE inside a batch as it
+                // is outside; anything else wrong with an operation is an
+                // invalid batch.
+                Some(op) if Batch::allows(op) => {
+                    Request::decode_as(op, body).map_err(|e| match e {
+                        e @ DecodeError::TooLarge { .. } => e,
+                        e => DecodeError::invalid("batch operation", e.to_string()),
+                    })
+                }
                 _ => Err(DecodeError::invalid(
                     "batch operation",
                     format!("opcode 0x{code:02x} is not allowed in a batch"),
@@ -132,5 +139,81 @@ impl Wire for BatchReply {
             Reply::decode(op, body)
         })?;
         Ok(BatchReply { results })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::{Get, Ping, Set};
+    use crate::ErrorCode;
+
+    fn decode(b: Batch) -> Result<Request, RushError> {
+        Request::decode(Opcode::Batch.as_u8(), b.to_bytes())
+    }
+
+    fn body(r: &Request) -> Bytes {
+        let mut b = BytesMut::new();
+        r.encode_body(&mut b);
+        b.freeze()
+    }
+
+    fn get(key: &[u8]) -> Request {
+        Get {
+            key: Bytes::copy_from_slice(key),
+        }
+        .into()
+    }
+
+    #[test]
+    fn empty_nested_and_foreign_operations_are_bad_requests() {
+        let nested = Batch {
+            ops: vec![get(b"k")],
+        };
+        for (what, b) in [
+            ("no operations", Batch::default()),
+            (
+                "a batch in a batch",
+                Batch {
+                    ops: vec![get(b"k"), nested.into()],
+                },
+            ),
+            (
+                "a PING",
+                Batch {
+                    ops: vec![Ping::default().into()],
+                },
+            ),
+        ] {
+            let e = decode(b).unwrap_err();
+            assert_eq!(e.code, ErrorCode::BadRequest, "{what}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_operation_over_a_limit_is_too_large_as_it_is_alone() {
+        let key = vec![b'k'; crate::limits::MAX_KEY + 1];
+        let alone = Request::decode(Opcode::Get.as_u8(), body(&get(&key))).unwrap_err();
+        assert_eq!(alone.code, ErrorCode::TooLarge);
+        let e = decode(Batch {
+            ops: vec![
+                Set {
+                    key: "{k}a".into(),
+                    value: "v".into(),
+                    ttl_ms: 0,
+                    cond: Default::default(),
+                }
+                .into(),
+                get(&key),
+            ],
+        })
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::TooLarge, "{e}");
+        // Anything else wrong inside an operation is BAD_REQUEST.
+        let mut truncated = BytesMut::new();
+        truncated.put_u32(1);
+        put_tagged(&mut truncated, Opcode::Get, |b| b.put_u32(7));
+        let e = Request::decode(Opcode::Batch.as_u8(), truncated.freeze()).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BadRequest, "{e}");
     }
 }

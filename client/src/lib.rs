@@ -663,3 +663,9 @@ impl Client {
         .await
     }
 }
+
+/// The README, whose Rust example `cargo test --doc` compiles (its shell
+/// examples are run by `tests/readme.rs`), so neither can rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -42,6 +42,21 @@ impl Client {
         slots: &[SlotRange],
         to: &str,
     ) -> Result<ClusterMigrateReply, ClientError> {
+        self.cluster_migrate_with(slots, to, |_| {}).await
+    }
+
+    /// [`Client::cluster_migrate`], telling `progress` how far it got: once
+    /// before the first slot moves, then after every step. An owner moves
+    /// its slots in steps of about a hundredth of the whole move (each a
+    /// CLUSTER_MIGRATE of its own; the node moves one slot at a time either
+    /// way), so a long move reports as it goes. The request timeout bounds
+    /// each step.
+    pub async fn cluster_migrate_with(
+        &self,
+        slots: &[SlotRange],
+        to: &str,
+        mut progress: impl FnMut(&MigrateProgress),
+    ) -> Result<ClusterMigrateReply, ClientError> {
         self.refresh_map_from(self.addr()).await?;
         let map = self.cluster_map().ok_or_else(|| {
             ClientError::Cluster("the node has no cluster map: create one first".into())
@@ -64,33 +79,80 @@ impl Client {
                 }
             }
         }
-        let mut total = ClusterMigrateReply {
-            epoch: map.epoch,
-            ..Default::default()
-        };
-        for (owner, mut owned) in by_owner {
+        for owned in by_owner.values_mut() {
             owned.sort_unstable();
-            let reply = self
-                .call_on(
-                    &owner,
-                    ClusterMigrate {
-                        slots: ranges_of(owned.into_iter()),
-                        to: to.to_string(),
-                    },
-                )
-                .await?;
-            total.slots += reply.slots;
-            total.keys += reply.keys;
-            total.bytes += reply.bytes;
-            total.epoch = total.epoch.max(reply.epoch);
-            total.unsynced.extend(reply.unsynced);
+            owned.dedup();
         }
-        total.unsynced.sort();
-        total.unsynced.dedup();
+        let mut done = MigrateProgress {
+            slots_total: by_owner.values().map(|s| s.len() as u32).sum(),
+            slots_moved: 0,
+            keys: 0,
+            bytes: 0,
+            epoch: map.epoch,
+        };
+        let step = (done.slots_total as usize).div_ceil(MIGRATE_STEPS).max(1);
+        progress(&done);
+        let mut unsynced = Vec::new();
+        for (owner, owned) in by_owner {
+            for chunk in owned.chunks(step) {
+                let reply = self
+                    .call_on(
+                        &owner,
+                        ClusterMigrate {
+                            slots: ranges_of(chunk.iter().copied()),
+                            to: to.to_string(),
+                        },
+                    )
+                    .await
+                    .map_err(|e| {
+                        if done.slots_moved == 0 {
+                            return e;
+                        }
+                        ClientError::Cluster(format!(
+                            "{} of {} slots moved to {to}, then {owner}: {e}",
+                            done.slots_moved, done.slots_total
+                        ))
+                    })?;
+                done.slots_moved += reply.slots;
+                done.keys += reply.keys;
+                done.bytes += reply.bytes;
+                done.epoch = done.epoch.max(reply.epoch);
+                // Each step pushes the newest map to every node: the nodes
+                // still behind are those that missed the last push.
+                unsynced = reply.unsynced;
+                progress(&done);
+            }
+        }
+        unsynced.sort();
+        unsynced.dedup();
         let _ = self.refresh_map_from(self.addr()).await;
-        Ok(total)
+        Ok(ClusterMigrateReply {
+            slots: done.slots_moved,
+            keys: done.keys,
+            bytes: done.bytes,
+            epoch: done.epoch,
+            unsynced,
+        })
     }
 }
+
+/// How far a [`Client::cluster_migrate_with`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MigrateProgress {
+    /// Slots to move (those the target owns already not counted).
+    pub slots_total: u32,
+    pub slots_moved: u32,
+    /// Keys and bytes copied so far.
+    pub keys: u64,
+    pub bytes: u64,
+    /// The newest map epoch so far (one up per slot moved).
+    pub epoch: u64,
+}
+
+/// About how many steps a move is cut into (see `cluster_migrate_with`):
+/// enough for progress to move by 1 %, few enough that the extra round
+/// trips and map pushes are nothing next to copying the slots.
+const MIGRATE_STEPS: usize = 100;
 
 /// Create a cluster of the nodes at `addrs` (admin): read each node's id,
 /// share the 16384 slots evenly among them in the order given, and send

@@ -97,7 +97,7 @@ impl Connection {
         match tls {
             None => {
                 let (rd, wr) = stream.into_split();
-                Ok(Self::start(rd, wr))
+                Ok(Self::start(addr, rd, wr))
             }
             Some(tls) => {
                 let stream = tokio::time::timeout(
@@ -108,12 +108,12 @@ impl Connection {
                 .map_err(|_| err(format!("TLS handshake timed out after {timeout:?}")))?
                 .map_err(|e| err(format!("TLS handshake: {e}")))?;
                 let (rd, wr) = tokio::io::split(stream);
-                Ok(Self::start(rd, wr))
+                Ok(Self::start(addr, rd, wr))
             }
         }
     }
 
-    fn start<R, W>(rd: R, wr: W) -> Connection
+    fn start<R, W>(addr: &str, rd: R, wr: W) -> Connection
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -128,7 +128,7 @@ impl Connection {
         });
         let (open, handles) = watch::channel(());
         tokio::spawn(write_loop(wr, rx, inner.clone(), handles.clone()));
-        tokio::spawn(read_loop(rd, inner.clone(), handles));
+        tokio::spawn(read_loop(rd, addr.to_string(), inner.clone(), handles));
         Connection {
             inner,
             _open: Arc::new(open),
@@ -258,6 +258,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 
 async fn read_loop<R: AsyncRead + Unpin>(
     mut rd: R,
+    addr: String,
     inner: Arc<Inner>,
     mut handles: watch::Receiver<()>,
 ) {
@@ -268,10 +269,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 Ok(Some(f)) => deliver(&inner, f),
                 Ok(None) => break,
                 Err(e) => {
-                    close(
-                        &inner,
-                        ClientError::Protocol(format!("bad frame from server: {e}")),
-                    );
+                    close(&inner, ClientError::Protocol(bad_frame(&addr, &buf, e)));
                     return;
                 }
             }
@@ -297,6 +295,23 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 return;
             }
         }
+    }
+}
+
+/// Why the bytes from `addr` are not frames. An HTTP server (rushd's own
+/// HTTP or redirect listener, given by mistake) answers our HELLO with
+/// `HTTP/1.1 400 …`, whose first four bytes read as a frame length of
+/// 1.2 GB: say what the address is instead.
+fn bad_frame(addr: &str, buf: &[u8], e: impl std::fmt::Display) -> String {
+    if buf.starts_with(b"HTTP") {
+        format!(
+            "that address speaks HTTP; the protocol port is {} unless the node's server.listen \
+             says otherwise ({addr} answered in HTTP: rushd's HTTP or redirect listener, or \
+             another web server)",
+            crate::DEFAULT_PORT
+        )
+    } else {
+        format!("bad frame from {addr}: {e}")
     }
 }
 

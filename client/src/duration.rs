@@ -43,6 +43,30 @@ pub fn format_duration(d: Duration) -> String {
     format!("{ms}ms")
 }
 
+/// A time left, for people: its two or three largest units, smaller ones
+/// dropped (`29d 23h 54m`, `5h 3m 10s`, `42s`, `850ms`). Use
+/// [`format_duration`] where the exact value matters.
+pub fn format_remaining(d: Duration) -> String {
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if ms < 1_000 {
+        return format!("{ms}ms");
+    }
+    let secs = ms / 1_000;
+    let parts = [
+        (secs / 86_400, "d"),
+        (secs / 3_600 % 24, "h"),
+        (secs / 60 % 60, "m"),
+        (secs % 60, "s"),
+    ];
+    let first = parts.iter().position(|(n, _)| *n > 0).unwrap_or(3);
+    parts[first..(first + 3).min(parts.len())]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, unit)| format!("{n}{unit}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,5 +83,19 @@ mod tests {
         assert!(parse_duration("").is_err());
         assert_eq!(format_duration(Duration::from_secs(86_400)), "1d");
         assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
+    }
+
+    #[test]
+    fn remaining_for_people() {
+        let f = |ms| format_remaining(Duration::from_millis(ms));
+        assert_eq!(f(2_591_694_801), "29d 23h 54m");
+        assert_eq!(f(30 * 86_400_000), "30d");
+        assert_eq!(f(86_400_000 + 5 * 60_000 + 7_000), "1d 5m");
+        assert_eq!(f(5 * 3_600_000 + 3 * 60_000 + 10_999), "5h 3m 10s");
+        assert_eq!(f(42_000), "42s");
+        assert_eq!(f(61_000), "1m 1s");
+        assert_eq!(f(999), "999ms");
+        assert_eq!(f(0), "0ms");
+        assert_eq!(format_remaining(Duration::MAX), "213503982334d 14h 25m");
     }
 }

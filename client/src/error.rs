@@ -15,8 +15,10 @@ pub enum ClientError {
     /// The server sent bytes this client can't decode.
     #[error("protocol error: {0}")]
     Protocol(String),
-    /// The server answered with an error.
-    #[error("{0}")]
+    /// The server answered with an error. Transparent: the server's error
+    /// is this error's whole text, so a report that walks the source chain
+    /// (anyhow's `{:#}`) says it once, not twice.
+    #[error(transparent)]
     Server(#[from] RushError),
     /// A cluster operation can't go ahead (the nodes disagree, a map is
     /// invalid); nothing was changed.

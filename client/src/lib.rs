@@ -15,12 +15,15 @@
 //! are pipelined and answers matched by request id. Against a cluster, connect to any node: the client loads the
 //! map and sends each request to the node serving its slot (generated codes
 //! and envelope ids carry theirs), following MOVED (refreshing the map).
-//! A lost connection is re-established with backoff; idempotent
-//! requests — and creates that carry an idempotency key — are retried until
-//! `retry_deadline`, as are answers that say nothing was done (TRYAGAIN
-//! while a slot changes hands); others fail with
-//! [`ClientError::ConnectionLost`] (their outcome is unknown).
+//! A lost connection is re-established with backoff (jittered, see
+//! `backoff`); idempotent requests — and creates that carry an idempotency
+//! key — are retried until [`ClientOptions::retry_deadline`], as are answers
+//! that say nothing was done (TRYAGAIN while a slot changes hands); others
+//! fail with [`ClientError::ConnectionLost`] (their outcome is unknown).
+//! [`ClientOptions::on_retry`] is told about every retry, so a tool can say
+//! what it is waiting for.
 
+mod backoff;
 mod batch;
 pub mod calendar;
 mod catalog;
@@ -36,7 +39,7 @@ mod shards;
 
 pub use batch::BatchBuilder;
 pub use connection::{Connection, Tls};
-pub use duration::{format_duration, parse_duration};
+pub use duration::{format_duration, format_remaining, parse_duration};
 pub use error::ClientError;
 pub use limits::LimitDenial;
 pub use routing::ClientStats;
@@ -53,15 +56,25 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
+/// The port rushd serves its protocol on unless `server.listen` says
+/// otherwise (its HTTP listener is on 7380, short-link redirects on 7381).
+pub const DEFAULT_PORT: u16 = 7379;
+
 /// Client settings.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// Sent in HELLO when the node requires authentication.
     pub token: Option<String>,
     pub client_name: String,
+    /// The most one connection attempt (TCP, TLS, HELLO, shard binding) may
+    /// take.
     pub connect_timeout: Duration,
+    /// The most one attempt at a request may wait for its answer.
     pub request_timeout: Duration,
-    /// How long idempotent requests are retried across reconnects.
+    /// How long a call is retried (reconnecting, waiting out TRYAGAIN),
+    /// counted from its start. Attempts after the first are cut short at
+    /// it, so a call that retries ends within about this long (the first
+    /// attempt has the whole `request_timeout`). Zero: no retries.
     pub retry_deadline: Duration,
     /// Also retry BUSY answers (the request was not applied) until the deadline.
     pub retry_busy: bool,
@@ -71,6 +84,43 @@ pub struct ClientOptions {
     /// to the shard that runs it (see [`NodeConnection`]); otherwise one
     /// connection per node, and the node forwards between its shards.
     pub per_shard: bool,
+    /// Called before every retry with what failed and how long the call
+    /// will go on trying (e.g. for a command-line tool to say on stderr
+    /// what it waits for). Runs on the calling task: keep it quick.
+    pub on_retry: Option<RetryHook>,
+}
+
+/// A retry about to happen (see [`ClientOptions::on_retry`]).
+#[derive(Debug)]
+pub struct RetryNotice<'a> {
+    /// The request's name (`GET`, `LINK_SHORTEN`…).
+    pub op: &'static str,
+    /// The node the failed attempt went to.
+    pub addr: &'a str,
+    /// Why the attempt failed.
+    pub error: &'a ClientError,
+    /// Retries of this call so far, this one included (1 for the first).
+    pub attempt: u32,
+    /// The wait before the next attempt.
+    pub wait: Duration,
+    /// Time left until the call's retry deadline.
+    pub remaining: Duration,
+}
+
+/// A callback for [`ClientOptions::on_retry`].
+#[derive(Clone)]
+pub struct RetryHook(Arc<dyn Fn(&RetryNotice<'_>) + Send + Sync>);
+
+impl RetryHook {
+    pub fn new(f: impl Fn(&RetryNotice<'_>) + Send + Sync + 'static) -> RetryHook {
+        RetryHook(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for RetryHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RetryHook")
+    }
 }
 
 impl std::fmt::Debug for Tls {
@@ -92,6 +142,7 @@ impl Default for ClientOptions {
             retry_busy: false,
             tls: None,
             per_shard: true,
+            on_retry: None,
         }
     }
 }
@@ -137,8 +188,13 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// The least and the most a retry waits (jittered between, see `backoff`).
 const BACKOFF_START: Duration = Duration::from_millis(20);
 const BACKOFF_MAX: Duration = Duration::from_millis(1000);
+/// The least time the last attempt before the retry deadline gets: one
+/// that would get less could only time out, so the deadline may be
+/// overrun by this much.
+const LAST_ATTEMPT: Duration = Duration::from_millis(50);
 /// MOVED answers one call follows at most (a map in flux settles in a
 /// hop or two; more means the nodes disagree).
 const MAX_REDIRECTS: u32 = 16;
@@ -165,7 +221,7 @@ impl Client {
                 stats: Counters::default(),
             }),
         };
-        client.connection(addr).await?;
+        client.connection(addr, None).await?;
         // A node that can't answer CLUSTER_SLOTS gets every request.
         let _ = client.refresh_map_from(addr).await;
         Ok(client)
@@ -211,8 +267,12 @@ impl Client {
     }
 
     /// The live connections to `addr`, connecting (and saying HELLO) if
-    /// needed.
-    async fn connection(&self, addr: &str) -> Result<NodeConnection, ClientError> {
+    /// needed, within `within` when given (else the connect timeout).
+    async fn connection(
+        &self,
+        addr: &str,
+        within: Option<Duration>,
+    ) -> Result<NodeConnection, ClientError> {
         let node = self.node(addr);
         let mut slot = node.conn.lock().await;
         if let Some(c) = slot.as_ref() {
@@ -226,14 +286,10 @@ impl Client {
             token: opts.token.clone(),
             client: opts.client_name.clone(),
         };
-        let (c, reply) = NodeConnection::connect(
-            addr,
-            opts.connect_timeout,
-            opts.tls.as_ref(),
-            &hello,
-            opts.per_shard,
-        )
-        .await?;
+        let timeout = within.map_or(opts.connect_timeout, |w| w.min(opts.connect_timeout));
+        let (c, reply) =
+            NodeConnection::connect(addr, timeout, opts.tls.as_ref(), &hello, opts.per_shard)
+                .await?;
         *node.id.lock().expect("not poisoned") = Some(reply.node_id);
         *slot = Some(c.clone());
         Ok(c)
@@ -247,7 +303,7 @@ impl Client {
 
     async fn load_map(&self, addr: &str) -> Result<(), ClientError> {
         let opts = &self.inner.opts;
-        let c = self.connection(addr).await?;
+        let c = self.connection(addr, None).await?;
         let map = c.call(&ClusterSlots {}, opts.request_timeout).await?;
         let seed = &self.inner.addr;
         let seed_id = self.node(seed).id.lock().expect("not poisoned").clone();
@@ -347,7 +403,11 @@ impl Client {
         let opts = &self.inner.opts;
         let stats = &self.inner.stats;
         let deadline = Instant::now() + opts.retry_deadline;
-        let mut backoff = BACKOFF_START;
+        let mut backoff = backoff::Backoff::new(BACKOFF_START, BACKOFF_MAX);
+        // The first attempt has the whole request timeout; retries end at
+        // the deadline.
+        let mut within: Option<Duration> = None;
+        let mut retries = 0u32;
         let mut redirects = 0;
         let mut safe: Option<bool> = None;
         loop {
@@ -356,8 +416,9 @@ impl Client {
                 (None, Some(s)) => self.routes().addr_for(s, &self.inner.addr).to_string(),
                 (None, None) => self.inner.addr.clone(),
             };
-            let result = match self.connection(&addr).await {
-                Ok(c) => c.call(cmd, opts.request_timeout).await,
+            let timeout = within.map_or(opts.request_timeout, |w| w.min(opts.request_timeout));
+            let result = match self.connection(&addr, within).await {
+                Ok(c) => c.call(cmd, timeout).await,
                 Err(e) => Err(e),
             };
             if let Err(ClientError::Server(e)) = &result {
@@ -385,9 +446,12 @@ impl Client {
                 },
                 Ok(_) => false,
             };
-            if !retry || Instant::now() + backoff > deadline {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if !retry || remaining.is_zero() {
                 return result;
             }
+            // Never sleep past the deadline: the last attempt is at it.
+            let wait = backoff.next_wait().min(remaining);
             if matches!(result, Err(ClientError::Connect { .. })) && fixed.is_none() {
                 // The node may be gone for good: see what the others say.
                 let due = self
@@ -401,9 +465,24 @@ impl Client {
                 }
             }
             stats.retries.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(op = C::OPCODE.name(), %addr, ?backoff, "retrying");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(BACKOFF_MAX);
+            retries += 1;
+            tracing::debug!(op = C::OPCODE.name(), %addr, ?wait, "retrying");
+            if let (Some(hook), Err(error)) = (&opts.on_retry, &result) {
+                (hook.0)(&RetryNotice {
+                    op: C::OPCODE.name(),
+                    addr: &addr,
+                    error,
+                    attempt: retries,
+                    wait,
+                    remaining,
+                });
+            }
+            tokio::time::sleep(wait).await;
+            within = Some(
+                deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(LAST_ATTEMPT),
+            );
         }
     }
 
@@ -577,3 +656,9 @@ impl Client {
         .await
     }
 }
+
+/// The README, whose Rust example `cargo test --doc` compiles (its shell
+/// examples are run by `tests/readme.rs`), so neither can rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

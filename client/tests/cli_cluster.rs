@@ -55,9 +55,13 @@ async fn cluster_commands_and_routing() {
     // Move the slot of `on_a` (and its neighbours) to B, live.
     let slot = rush_client::protocol::key_slot(on_a.as_bytes());
     let range = format!("{}-{}", slot.saturating_sub(2), slot + 2);
-    let out = ok(&aa, &["cluster", "migrate", &range, "--to", &b_id]).await;
+    let moved = common::rush(&aa, &["cluster", "migrate", &range, "--to", &b_id]).await;
+    assert_eq!(moved.code, 0, "{}", moved.stderr);
+    let out = moved.stdout;
     assert!(out.starts_with("moved 5 slots to "), "{out}");
     assert!(out.contains("epoch 6"), "{out}");
+    // Not a terminal: no progress line, only the final one.
+    assert_eq!(moved.stderr, "", "no progress off a terminal");
     let slots = ok(&aa, &["cluster", "slots"]).await;
     assert!(
         slots.contains(&format!("{}-{} {ba} {b_id}", slot - 2, slot + 2)),
@@ -68,17 +72,52 @@ async fn cluster_commands_and_routing() {
     let (code, _, err) = common::rush(&aa, &["cluster", "migrate", "9-3", "--to", &b_id])
         .await
         .parts();
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 64, "{err}");
+
+    // On a terminal the move shows its progress on stderr, redrawn in place.
+    // (Slots of A's away from those just moved.)
+    let first = if slot > 4000 { 100 } else { 6000 };
+    let out = std::process::Command::new("script")
+        .args(["-qefc"])
+        .arg(format!(
+            "{} --addr {aa} cluster migrate {first}-{} --to {b_id}",
+            env!("CARGO_BIN_EXE_rush"),
+            first + 2
+        ))
+        .arg("/dev/null")
+        .env_remove("RUSH_ADDR")
+        .output()
+        .expect("script(1), from util-linux");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    for step in [
+        "moving slots: 0/3 (0%), 0 keys, 0 B",
+        "moving slots: 3/3 (100%)",
+    ] {
+        assert!(
+            tty.contains(&format!("\r\x1b[2K{step}")),
+            "{step:?} in {tty:?}"
+        );
+    }
+    assert!(tty.contains("moved 3 slots to "), "{tty:?}");
+    let next = (first + 3).to_string();
+    let out = ok(&aa, &["--json", "cluster", "migrate", &next, "--to", &b_id]).await;
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (j["slots"].as_u64(), j["epoch"].as_u64()),
+        (Some(1), Some(10)),
+        "{j}"
+    );
 
     // The map as a file, with a newer epoch, applied to every node.
     let toml = ok(&aa, &["cluster", "slots", "--toml"]).await;
-    assert!(toml.starts_with("epoch = 6\n"), "{toml}");
+    assert!(toml.starts_with("epoch = 10\n"), "{toml}");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cluster.toml");
-    std::fs::write(&file, toml.replace("epoch = 6", "epoch = 10")).unwrap();
+    std::fs::write(&file, toml.replace("epoch = 10", "epoch = 20")).unwrap();
     let out = ok(&aa, &["cluster", "apply", file.to_str().unwrap()]).await;
     assert_eq!(
-        out.lines().filter(|l| l.ends_with(": epoch 10")).count(),
+        out.lines().filter(|l| l.ends_with(": epoch 20")).count(),
         2,
         "{out}"
     );
@@ -91,7 +130,7 @@ async fn cluster_commands_and_routing() {
     assert!(out.contains("CONFLICT"), "{out}");
     assert!(ok(&ba, &["cluster", "slots"])
         .await
-        .starts_with("epoch 10\n"));
+        .starts_with("epoch 20\n"));
     a.stop().await;
     b.stop().await;
 }

@@ -75,14 +75,50 @@ async fn create_grab_info_refunds_audit() {
         assert!(out.contains(line), "{line} in {out}");
     }
     assert!(out.contains("grab: bob 501 ") && out.contains("grab: carol 500 "));
+    // Dates, as `link info` shows them, not raw milliseconds.
+    for label in ["created: ", "expires: ", "grab: bob 501 "] {
+        let value = out
+            .lines()
+            .find_map(|l| l.strip_prefix(label))
+            .unwrap_or_else(|| panic!("{label} in {out}"));
+        assert!(
+            value.len() == 20 && value.ends_with('Z') && value.as_bytes()[10] == b'T',
+            "{label}{value}"
+        );
+    }
+    assert!(!out.contains("_ms:"), "{out}");
+    let j = common::json(&node.node.addr(), &["envelope", "info", &id]).await;
+    assert_eq!(j["state"], "empty");
+    assert_eq!(j["total_cents"], 1001);
+    assert_eq!(j["grabs"].as_array().unwrap().len(), 2);
+    let created = j["created_at_ms"].as_u64().unwrap();
+    assert_eq!(j["expires_at_ms"], created + 3_600_000);
+    assert_eq!(
+        j["created_at"],
+        rush_client::calendar::timestamp_exact(created).as_str()
+    );
+    let (code, out, _) = rush(&node, &["--json", "envelope", "grab", &id, "erin"]).await;
+    assert_eq!(code, 2);
+    let denied: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (denied["granted"].clone(), denied["denied"].clone()),
+        (false.into(), "EMPTY".into())
+    );
 
-    // Bad input: exit 1, nothing created.
-    for (total, count) in [("-5", "2"), ("1.5", "2"), ("100", "0"), ("1", "2")] {
+    // Bad input, nothing created: malformed numbers are usage errors (64),
+    // numbers the node refuses are errors (1).
+    for (total, count, want) in [
+        ("-5", "2", 64),
+        ("1.5", "2", 64),
+        ("100", "x", 64),
+        ("100", "0", 1),
+        ("1", "2", 1),
+    ] {
         let args = [
             "envelope", "create", "--sender", "s", "--total", total, "--count", count,
         ];
         let (code, _, err) = rush(&node, &args).await;
-        assert_eq!(code, 1, "{total} {count}: {err}");
+        assert_eq!(code, want, "{total} {count}: {err}");
     }
 
     // Expiry with money left: the refund stream, then acknowledge it.
@@ -121,7 +157,7 @@ async fn create_grab_info_refunds_audit() {
     let (_, out, _) = rush(&node, &["envelope", "refunds"]).await;
     assert_eq!(out.lines().count(), 1, "only the next cursor: {out}");
     let (code, _, err) = rush(&node, &["envelope", "refunds", "--from", "nonsense"]).await;
-    assert_ne!(code, 0, "{err}");
+    assert_eq!(code, 64, "{err}");
 
     let (code, out, _) = rush(&node, &["envelope", "audit"]).await;
     assert_eq!(code, 0, "{out}");

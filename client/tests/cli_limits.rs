@@ -57,7 +57,8 @@ async fn limit_commands() {
         .stdout
         .contains("rule total per total max 3 window day:Asia/Shanghai"));
     let o = run(&["limit", "policy", "set", "flash", "--window", "day"]).await;
-    assert_eq!(o.code, 1, "no maximum is an error");
+    assert_eq!(o.code, 64, "no maximum is a usage error: {}", o.stderr);
+    assert!(o.stderr.contains("--item-max"), "{}", o.stderr);
     let o = run(&[
         "limit",
         "policy",
@@ -69,7 +70,7 @@ async fn limit_commands() {
         "week",
     ])
     .await;
-    assert_eq!(o.code, 1);
+    assert_eq!(o.code, 64);
     assert!(o.stderr.contains("not a window"), "{}", o.stderr);
 
     // Allowed: exit 0 with the allowance.
@@ -115,6 +116,23 @@ async fn limit_commands() {
     let o = run(&["limit", "acquire", "flash", "u1", "o3", "sku-1:0"]).await;
     assert_eq!(o.code, 1);
     assert!(o.stderr.contains("BAD_REQUEST"), "{}", o.stderr);
+
+    // For scripts: the same answers as JSON, limited still exit 2.
+    let o = run(&["--json", "limit", "acquire", "flash", "u1", "o2", "sku-1"]).await;
+    assert_eq!(o.code, 2);
+    let j: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(j["allowed"], false);
+    assert_eq!(j["denial"]["item"], "sku-1");
+    assert_eq!(j["denial"]["limit"], 1);
+    let j = common::json(&addr, &["limit", "status", "flash", "u1"]).await;
+    assert_eq!(j["truncated"], false);
+    assert_eq!(j["allowances"][0]["item"], "sku-1");
+    assert_eq!(j["allowances"][2]["item"], serde_json::Value::Null);
+    assert_eq!(j["allowances"][2]["count"], 2);
+    assert!(j["allowances"][2]["resets_at"]
+        .as_str()
+        .unwrap()
+        .ends_with('Z'));
 
     let o = run(&["limit", "status", "flash", "u1"]).await;
     assert_eq!(o.code, 0);

@@ -58,6 +58,41 @@ async fn shorten_resolve_info_update_qr_delete() {
         );
     }
     assert!(out.stdout.contains("\nday "), "{}", out.stdout);
+    // Dates, not milliseconds: RFC 3339 in UTC.
+    let created = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("created: "))
+        .unwrap();
+    assert!(is_rfc3339(created), "{created}");
+
+    // The same record for scripts.
+    let j = common::json(&addr, &["link", "info", &code]).await;
+    assert_eq!(j["code"], code.as_str());
+    assert_eq!(j["short_url"], short.as_str());
+    assert_eq!(j["target"], "https://example.com/cli?q=1");
+    assert_eq!(j["ios"], "myapp://x");
+    assert_eq!(j["android"], serde_json::Value::Null);
+    assert_eq!(j["redirect"], 302);
+    assert_eq!(j["ttl_ms"], 100 * 86_400_000u64);
+    assert_eq!(j["visits"], 1);
+    let created_ms = j["created_at_ms"].as_u64().unwrap();
+    assert!(created_ms > 1_700_000_000_000, "{j}");
+    assert_eq!(
+        j["created_at"],
+        rush_client::calendar::timestamp_exact(created_ms).as_str()
+    );
+    assert_eq!(created, rush_client::calendar::timestamp(created_ms));
+    assert_eq!(j["daily"][0]["visits"], 1);
+    let r = common::json(&addr, &["resolve", &code]).await;
+    assert_eq!(r["target"], "https://example.com/cli?q=1");
+    let s = common::json(&addr, &["shorten", "https://example.com/j", "--reuse"]).await;
+    assert_eq!(s["reused"], false);
+    let again = common::json(&addr, &["shorten", "https://example.com/j", "--reuse"]).await;
+    assert_eq!(
+        (again["reused"].clone(), again["code"].clone()),
+        (true.into(), s["code"].clone())
+    );
 
     let out = rush(
         &addr,
@@ -95,6 +130,14 @@ async fn shorten_resolve_info_update_qr_delete() {
     let out = rush(&addr, &["link", "qr", &code, "-o", svg.to_str().unwrap()]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    let forced = dir.path().join("qr.img");
+    let out = rush(
+        &addr,
+        &["link", "qr", &code, "-o", forced.to_str().unwrap(), "--svg"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(std::fs::read_to_string(&forced).unwrap().contains("<svg"));
 
     // Aliases, conflicts and bad input are errors with a clear message.
     let out = rush(
@@ -117,6 +160,20 @@ async fn shorten_resolve_info_update_qr_delete() {
     .await;
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("CONFLICT"), "{}", out.stderr);
+    // An alias names a new link; --reuse returns an old one: not both.
+    let out = rush(
+        &addr,
+        &[
+            "shorten",
+            "https://example.com/sale",
+            "--alias",
+            "sale",
+            "--reuse",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 64, "{}", out.stderr);
+    assert!(out.stderr.contains("--reuse"), "{}", out.stderr);
     let out = rush(&addr, &["shorten", "javascript:alert(1)"]).await;
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("BAD_REQUEST"), "{}", out.stderr);
@@ -129,4 +186,14 @@ async fn shorten_resolve_info_update_qr_delete() {
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("NOT_FOUND"), "{}", out.stderr);
     node.stop().await;
+}
+
+/// `2026-11-29T08:00:00Z`
+fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    s.len() == 20
+        && b[4] == b'-'
+        && b[10] == b'T'
+        && s.ends_with('Z')
+        && s[..4].parse::<u16>().is_ok_and(|y| y >= 2020)
 }

@@ -70,8 +70,26 @@ impl Out {
 
 /// Run `rush --addr ADDR args…` off the runtime's threads.
 pub async fn rush(addr: &str, args: &[&str]) -> Out {
+    let mut full = vec!["--addr", addr];
+    full.extend_from_slice(args);
+    rush_args(&full).await
+}
+
+/// Run `rush args…` as given (no `--addr`), off the runtime's threads,
+/// with none of the caller's `RUSH_*` variables.
+pub async fn rush_args(args: &[&str]) -> Out {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rush"));
-    cmd.arg("--addr").arg(addr).args(args);
+    cmd.args(args);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("RUSH_") {
+            cmd.env_remove(k);
+        }
+    }
+    run(cmd).await
+}
+
+/// Run a prepared command off the runtime's threads.
+pub async fn run(mut cmd: Command) -> Out {
     let out = tokio::task::spawn_blocking(move || cmd.output().expect("run rush"))
         .await
         .unwrap();
@@ -80,6 +98,14 @@ pub async fn rush(addr: &str, args: &[&str]) -> Out {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+/// [`rush`] with `--json`, which must succeed: its stdout parsed.
+pub async fn json(addr: &str, args: &[&str]) -> serde_json::Value {
+    let mut full = vec!["--json"];
+    full.extend_from_slice(args);
+    let out = ok(addr, &full).await;
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("rush {args:?} --json: {e}: {out}"))
 }
 
 /// [`rush`], which must succeed: its stdout.

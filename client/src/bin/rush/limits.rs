@@ -1,10 +1,13 @@
 //! `rush limit …`: purchase-limit policies, acquire (exit 0 allowed, 2
 //! limited, 1 error), release, status.
 
+use crate::exit;
+use crate::out::{self, Out};
 use clap::Subcommand;
 use rush_client::protocol::cmd::{Allowance, OrderItem, PolicyDef, Rule, Scope, Window};
 use rush_client::protocol::ErrorCode;
-use rush_client::Client;
+use rush_client::{calendar, Client};
+use serde_json::{json, Value};
 use std::process::ExitCode;
 
 #[derive(Subcommand, Debug)]
@@ -37,6 +40,7 @@ pub enum LimitCmd {
 pub enum PolicyCmd {
     /// Create or replace a policy (admin): a rule "item" (each item at most
     /// N per window) and/or a rule "total" (at most N per window in all).
+    #[command(group = clap::ArgGroup::new("max").args(["item_max", "total_max"]).required(true).multiple(true))]
     Set {
         name: String,
         /// Each item at most N per window.
@@ -48,7 +52,7 @@ pub enum PolicyCmd {
         /// day[:TZ] (local midnight; TZ an IANA zone, default the node's),
         /// fixed:SECONDS (aligned to the epoch) or sliding:SECONDS[/BUCKETS].
         #[arg(long)]
-        window: String,
+        window: Window,
         /// Answer before the fsync (survives a rushd crash, not a power loss).
         #[arg(long)]
         relaxed: bool,
@@ -73,7 +77,7 @@ fn parse_item(s: &str) -> OrderItem {
     }
 }
 
-pub async fn run(c: &Client, cmd: LimitCmd) -> anyhow::Result<ExitCode> {
+pub async fn run(c: &Client, cmd: LimitCmd, out: Out) -> anyhow::Result<ExitCode> {
     match cmd {
         LimitCmd::Policy(PolicyCmd::Set {
             name,
@@ -82,10 +86,6 @@ pub async fn run(c: &Client, cmd: LimitCmd) -> anyhow::Result<ExitCode> {
             window,
             relaxed,
         }) => {
-            if item_max.is_none() && total_max.is_none() {
-                anyhow::bail!("give --item-max and/or --total-max");
-            }
-            let window: Window = window.parse().map_err(anyhow::Error::msg)?;
             let rules = [
                 ("item", Scope::Item, item_max),
                 ("total", Scope::Total, total_max),
@@ -107,14 +107,24 @@ pub async fn run(c: &Client, cmd: LimitCmd) -> anyhow::Result<ExitCode> {
                     rules,
                 })
                 .await?;
-            println!("{}", if reply.created { "created" } else { "replaced" });
-            print_policy(&reply.policy);
+            out.print(
+                || {
+                    let created = if reply.created { "created" } else { "replaced" };
+                    format!("{created}\n{}", policy_text(&reply.policy))
+                },
+                || json!({ "created": reply.created, "policy": policy_json(&reply.policy) }),
+            )?;
         }
-        LimitCmd::Policy(PolicyCmd::Get { name }) => print_policy(&c.limit_policy_get(name).await?),
+        LimitCmd::Policy(PolicyCmd::Get { name }) => {
+            let p = c.limit_policy_get(name).await?;
+            out.print(|| policy_text(&p), || policy_json(&p))?;
+        }
         LimitCmd::Policy(PolicyCmd::List) => {
-            for p in c.limit_policy_list().await? {
-                print_policy(&p);
-            }
+            let list = c.limit_policy_list().await?;
+            out.print(
+                || list.iter().map(policy_text).collect::<Vec<_>>().join("\n"),
+                || json!(list.iter().map(policy_json).collect::<Vec<_>>()),
+            )?;
         }
         LimitCmd::Acquire {
             policy,
@@ -124,20 +134,41 @@ pub async fn run(c: &Client, cmd: LimitCmd) -> anyhow::Result<ExitCode> {
         } => {
             let items: Vec<OrderItem> = items.iter().map(|s| parse_item(s)).collect();
             match c.limit_acquire(policy, user, order, items).await {
-                Ok(reply) => {
-                    println!(
-                        "{}",
-                        if reply.replayed {
+                Ok(reply) => out.print(
+                    || {
+                        let head = if reply.replayed {
                             "allowed (replayed: this order was counted before)"
                         } else {
                             "allowed"
-                        }
-                    );
-                    print_allowances(&reply.allowances);
-                }
+                        };
+                        format!("{head}{}", allowances_text(&reply.allowances))
+                    },
+                    || {
+                        json!({
+                            "allowed": true,
+                            "replayed": reply.replayed,
+                            "allowances": allowances_json(&reply.allowances),
+                        })
+                    },
+                )?,
                 Err(e) if e.code() == Some(ErrorCode::Limited) => {
+                    let denial = e.limit_denial();
+                    if out.json {
+                        out.json(json!({
+                            "allowed": false,
+                            "denial": denial.as_ref().map(|d| json!({
+                                "rule": d.rule,
+                                "item": d.item,
+                                "current": d.current,
+                                "requested": d.requested,
+                                "limit": d.limit,
+                            })),
+                            "message": e.to_string(),
+                        }))?;
+                        return Ok(exit::code(exit::DENIED));
+                    }
                     println!("limited");
-                    match e.limit_denial() {
+                    match denial {
                         Some(d) => println!(
                             "rule {} item {}: {} counted + {} requested > limit {}",
                             d.rule,
@@ -152,7 +183,7 @@ pub async fn run(c: &Client, cmd: LimitCmd) -> anyhow::Result<ExitCode> {
                         ),
                         None => println!("{e}"),
                     }
-                    return Ok(ExitCode::from(2));
+                    return Ok(exit::code(exit::DENIED));
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -163,45 +194,81 @@ pub async fn run(c: &Client, cmd: LimitCmd) -> anyhow::Result<ExitCode> {
             order,
         } => {
             let reply = c.limit_release(policy, user, order).await?;
-            println!(
-                "{}",
-                if reply.replayed {
-                    "already released (nothing given back now)"
-                } else {
-                    "released"
-                }
-            );
-            for i in reply.items {
-                println!("{} {}", i.item, i.qty);
-            }
+            out.print(
+                || {
+                    let mut text = if reply.replayed {
+                        "already released (nothing given back now)"
+                    } else {
+                        "released"
+                    }
+                    .to_string();
+                    for i in &reply.items {
+                        text.push_str(&format!("\n{} {}", i.item, i.qty));
+                    }
+                    text
+                },
+                || {
+                    json!({
+                        "released": !reply.replayed,
+                        "already_released": reply.replayed,
+                        "items": reply.items.iter().map(|i| json!({ "item": i.item, "qty": i.qty })).collect::<Vec<_>>(),
+                    })
+                },
+            )?;
         }
         LimitCmd::Status { policy, user } => {
             let reply = c.limit_status(policy, user).await?;
-            print_allowances(&reply.allowances);
-            if reply.truncated {
-                println!("(more items not listed)");
+            if out.json {
+                out.json(json!({
+                    "allowances": allowances_json(&reply.allowances),
+                    "truncated": reply.truncated,
+                }))?;
+            } else {
+                let text = allowances_text(&reply.allowances);
+                if let Some(text) = text.strip_prefix('\n') {
+                    println!("{text}");
+                }
+                if reply.truncated {
+                    println!("(more items not listed)");
+                }
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(exit::code(exit::OK))
 }
 
-fn print_policy(p: &PolicyDef) {
-    println!(
+fn policy_text(p: &PolicyDef) -> String {
+    let mut text = format!(
         "policy {} durability {}",
         p.name,
         if p.relaxed { "relaxed" } else { "sync" }
     );
     for r in &p.rules {
-        println!(
-            "  rule {} per {} max {} window {}",
+        text.push_str(&format!(
+            "\n  rule {} per {} max {} window {}",
             r.name, r.scope, r.max, r.window
-        );
+        ));
     }
+    text
 }
 
-/// One line per allowance: `RULE ITEM COUNT/LIMIT remaining N resets TIME`.
-fn print_allowances(list: &[Allowance]) {
+fn policy_json(p: &PolicyDef) -> Value {
+    json!({
+        "name": p.name,
+        "durability": if p.relaxed { "relaxed" } else { "sync" },
+        "rules": p.rules.iter().map(|r| json!({
+            "name": r.name,
+            "scope": r.scope.to_string(),
+            "max": r.max,
+            "window": r.window.to_string(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// One line per allowance, each after a newline:
+/// `RULE ITEM COUNT/LIMIT remaining N resets TIME`.
+fn allowances_text(list: &[Allowance]) -> String {
+    let mut text = String::new();
     for a in list {
         let item = if a.item.is_empty() {
             "(total)"
@@ -211,24 +278,34 @@ fn print_allowances(list: &[Allowance]) {
         let resets = if a.resets_at_ms == 0 {
             "-".to_string()
         } else {
-            utc(a.resets_at_ms)
+            calendar::timestamp(a.resets_at_ms)
         };
-        println!(
-            "{} {} {}/{} remaining {} resets {}",
+        text.push_str(&format!(
+            "\n{} {} {}/{} remaining {} resets {}",
             a.rule,
             item,
             a.count,
             a.limit,
             a.remaining(),
             resets
-        );
+        ));
     }
+    text
 }
 
-/// Unix ms as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
-fn utc(ms: u64) -> String {
-    let (date, h, m, s) = rush_client::calendar::utc_parts((ms / 1000) as i64);
-    format!("{date}T{h:02}:{m:02}:{s:02}Z")
+fn allowances_json(list: &[Allowance]) -> Value {
+    json!(list
+        .iter()
+        .map(|a| json!({
+            "rule": a.rule,
+            "item": if a.item.is_empty() { Value::Null } else { json!(a.item) },
+            "count": a.count,
+            "limit": a.limit,
+            "remaining": a.remaining(),
+            "resets_at_ms": a.resets_at_ms,
+            "resets_at": out::time(a.resets_at_ms),
+        }))
+        .collect::<Vec<_>>())
 }
 
 #[cfg(test)]
@@ -242,12 +319,5 @@ mod tests {
         assert_eq!(parse_item("sku:7:1"), OrderItem::new("sku:7", 1));
         assert_eq!(parse_item("a:b"), OrderItem::new("a:b", 1));
         assert_eq!(parse_item("x:"), OrderItem::new("x:", 1));
-    }
-
-    #[test]
-    fn utc_dates() {
-        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc(1_772_380_800_000), "2026-03-01T16:00:00Z");
-        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
     }
 }

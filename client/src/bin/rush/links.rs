@@ -1,17 +1,20 @@
 //! `rush shorten`, `rush resolve`, `rush link info|update|delete|qr`.
 
+use crate::exit;
+use crate::out::{self, show, Out};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::{Args, Subcommand};
-use rush_client::protocol::cmd::{AppLinkChange, LinkShorten, LinkUpdate};
-use rush_client::{format_duration, parse_duration, Client};
+use rush_client::protocol::cmd::{AppLinkChange, LinkInfoReply, LinkShorten, LinkUpdate};
+use rush_client::{calendar, format_duration, parse_duration, Client};
+use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
 pub enum LinksCmd {
-    /// Shorten a URL; prints the short URL.
+    /// Shorten a URL; prints the short URL (base URL + code).
     Shorten(ShortenArgs),
     /// Print a code's target (counts a visit).
     Resolve { code: String },
@@ -24,12 +27,13 @@ pub enum LinksCmd {
 pub struct ShortenArgs {
     url: String,
     /// Time to live, sliding with visits (e.g. 30d, 100d, 1y, or "none").
-    #[arg(long)]
-    ttl: Option<String>,
+    #[arg(long, value_parser = ttl_ms)]
+    ttl: Option<u64>,
     /// Code length, 5-8 (default: the server's).
     #[arg(long)]
     len: Option<u8>,
-    /// A custom code instead of a generated one.
+    /// A custom code instead of a generated one (a new link: CONFLICT if
+    /// the code is taken).
     #[arg(long, conflicts_with = "reuse")]
     alias: Option<String>,
     /// App URL opened on iOS devices.
@@ -41,7 +45,8 @@ pub struct ShortenArgs {
     /// Account / tenant tag.
     #[arg(long, default_value = "")]
     account: String,
-    /// Return the existing code for this URL and account, if any.
+    /// Return the live code an earlier --reuse shorten of this URL and
+    /// account made, if any (not with --alias: an alias names a new link).
     #[arg(long)]
     reuse: bool,
     /// Redirect with 301 (permanent) instead of 302.
@@ -60,13 +65,15 @@ pub enum LinkCmd {
         #[arg(long)]
         url: Option<String>,
         /// New TTL from now (e.g. 30d, or "none").
-        #[arg(long)]
-        ttl: Option<String>,
+        #[arg(long, value_parser = ttl_ms)]
+        ttl: Option<u64>,
+        /// New app URL opened on iOS devices.
         #[arg(long, conflicts_with = "no_ios")]
         ios: Option<String>,
         /// Remove the iOS app link.
         #[arg(long)]
         no_ios: bool,
+        /// New app URL opened on Android devices.
         #[arg(long, conflicts_with = "no_android")]
         android: Option<String>,
         /// Remove the Android app link.
@@ -84,18 +91,23 @@ pub enum LinkCmd {
     /// Write the QR code of the short URL (PNG, or SVG for *.svg / --svg).
     Qr {
         code: String,
+        /// The file to write (PNG unless it ends in .svg or --svg is given).
         #[arg(short = 'o', long = "out")]
         out: PathBuf,
+        /// Write SVG whatever the file's name.
         #[arg(long)]
         svg: bool,
     },
 }
 
-/// `none`/`never`/`0` → no expiry, else a duration.
-fn ttl_ms(s: &str) -> anyhow::Result<u64> {
+/// `none`/`never`/`0` → no expiry (0), else a duration in ms.
+fn ttl_ms(s: &str) -> Result<u64, String> {
     match s {
         "none" | "never" | "0" => Ok(0),
-        s => Ok(parse_duration(s).map_err(anyhow::Error::msg)?.as_millis() as u64),
+        s => Ok(parse_duration(s)?
+            .as_millis()
+            .try_into()
+            .unwrap_or(u64::MAX)),
     }
 }
 
@@ -107,7 +119,7 @@ fn app_change(set: Option<String>, clear: bool) -> AppLinkChange {
     }
 }
 
-pub async fn run(c: &Client, cmd: LinksCmd) -> anyhow::Result<ExitCode> {
+pub async fn run(c: &Client, cmd: LinksCmd, out: Out) -> anyhow::Result<ExitCode> {
     match cmd {
         LinksCmd::Shorten(a) => {
             let reply = c
@@ -115,7 +127,7 @@ pub async fn run(c: &Client, cmd: LinksCmd) -> anyhow::Result<ExitCode> {
                     url: a.url,
                     account: Bytes::from(a.account),
                     length: a.len.unwrap_or(0),
-                    ttl_ms: a.ttl.as_deref().map(ttl_ms).transpose()?,
+                    ttl_ms: a.ttl,
                     alias: a.alias,
                     ios: a.ios,
                     android: a.android,
@@ -123,49 +135,38 @@ pub async fn run(c: &Client, cmd: LinksCmd) -> anyhow::Result<ExitCode> {
                     permanent: a.permanent,
                 })
                 .await?;
-            println!("{}", reply.short_url);
+            out.print(
+                || reply.short_url.clone(),
+                || {
+                    json!({
+                        "code": reply.code,
+                        "short_url": reply.short_url,
+                        "reused": reply.reused,
+                        "expires_at_ms": reply.expires_at,
+                        "expires_at": out::time(reply.expires_at),
+                    })
+                },
+            )?;
         }
-        LinksCmd::Resolve { code } => println!("{}", c.resolve(code).await?.target),
+        LinksCmd::Resolve { code } => {
+            let r = c.resolve(code).await?;
+            out.print(
+                || r.target.clone(),
+                || {
+                    json!({
+                        "target": r.target,
+                        "ios": r.ios,
+                        "android": r.android,
+                        "redirect": if r.permanent { 301 } else { 302 },
+                        "expires_at_ms": r.expires_at,
+                        "expires_at": out::time(r.expires_at),
+                    })
+                },
+            )?;
+        }
         LinksCmd::Link(LinkCmd::Info { code }) => {
             let i = c.link_info(code).await?;
-            println!("code: {}", i.code);
-            println!("short_url: {}", i.short_url);
-            println!("target: {}", i.target);
-            if !i.account.is_empty() {
-                println!("account: {}", String::from_utf8_lossy(&i.account));
-            }
-            if let Some(u) = &i.ios {
-                println!("ios: {u}");
-            }
-            if let Some(u) = &i.android {
-                println!("android: {u}");
-            }
-            println!("redirect: {}", if i.permanent { 301 } else { 302 });
-            println!("alias: {}", if i.alias { "yes" } else { "no" });
-            println!("created: {}", timestamp(i.created_at));
-            println!(
-                "expires: {}",
-                if i.expires_at == 0 {
-                    "never".into()
-                } else {
-                    timestamp(i.expires_at)
-                }
-            );
-            println!(
-                "ttl: {}",
-                if i.ttl_ms == 0 {
-                    "none".into()
-                } else {
-                    format_duration(Duration::from_millis(i.ttl_ms))
-                }
-            );
-            println!("visits: {}", i.visits);
-            if i.last_visit > 0 {
-                println!("last_visit: {}", timestamp(i.last_visit));
-            }
-            for (day, n) in &i.daily {
-                println!("day {} {n}", rush_client::calendar::date(i64::from(*day)));
-            }
+            out.print(|| info_text(&i), || info_json(&i))?;
         }
         LinksCmd::Link(LinkCmd::Update {
             code,
@@ -182,7 +183,7 @@ pub async fn run(c: &Client, cmd: LinksCmd) -> anyhow::Result<ExitCode> {
                 .link_update(LinkUpdate {
                     code,
                     url,
-                    ttl_ms: ttl.as_deref().map(ttl_ms).transpose()?,
+                    ttl_ms: ttl,
                     ios: app_change(ios, no_ios),
                     android: app_change(android, no_android),
                     permanent: match (permanent, temporary) {
@@ -192,75 +193,115 @@ pub async fn run(c: &Client, cmd: LinksCmd) -> anyhow::Result<ExitCode> {
                     },
                 })
                 .await?;
-            println!(
-                "OK expires {}",
-                if expires == 0 {
-                    "never".into()
-                } else {
-                    timestamp(expires)
-                }
-            );
+            out.print(
+                || format!("OK expires {}", out::when(expires)),
+                || json!({ "expires_at_ms": expires, "expires_at": out::time(expires) }),
+            )?;
         }
         LinksCmd::Link(LinkCmd::Delete { code }) => {
-            println!(
-                "{}",
-                if c.link_delete(code).await? {
-                    "deleted"
-                } else {
-                    "(not found)"
-                }
-            );
+            let deleted = c.link_delete(code).await?;
+            out.print(
+                || if deleted { "deleted" } else { "(not found)" }.into(),
+                || json!(deleted),
+            )?;
         }
-        LinksCmd::Link(LinkCmd::Qr { code, out, svg }) => {
+        LinksCmd::Link(LinkCmd::Qr {
+            code,
+            out: path,
+            svg,
+        }) => {
             let url = c.link_info(code).await?.short_url;
-            let qr =
-                qrcode::QrCode::with_error_correction_level(url.as_bytes(), qrcode::EcLevel::M)
-                    .context("encoding the QR code")?;
-            let svg = svg
-                || out
-                    .extension()
-                    .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
-            if svg {
-                let doc = qr
-                    .render::<qrcode::render::svg::Color>()
-                    .min_dimensions(256, 256)
-                    .build();
-                std::fs::write(&out, doc).with_context(|| format!("writing {}", out.display()))?;
-            } else {
-                qr.render::<image::Luma<u8>>()
-                    .min_dimensions(256, 256)
-                    .build()
-                    .save_with_format(&out, image::ImageFormat::Png)
-                    .with_context(|| format!("writing {}", out.display()))?;
-            }
-            println!("{} -> {}", url, out.display());
+            write_qr(&url, &path, svg)?;
+            out.print(
+                || format!("{} -> {}", url, path.display()),
+                || json!({ "short_url": url, "file": path.display().to_string() }),
+            )?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(exit::code(exit::OK))
 }
 
-/// `YYYY-MM-DD HH:MM:SS UTC` of unix ms.
-fn timestamp(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (d, s) = ((secs / 86_400) as i64, secs % 86_400);
-    format!(
-        "{} {:02}:{:02}:{:02} UTC",
-        rush_client::calendar::date(d),
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn dates() {
-        assert_eq!(rush_client::calendar::date(0), "1970-01-01");
-        assert_eq!(rush_client::calendar::date(19_723), "2024-01-01");
-        assert_eq!(
-            super::timestamp(951_782_400_000 + 3_723_000),
-            "2000-02-29 01:02:03 UTC"
-        );
+fn write_qr(url: &str, path: &std::path::Path, svg: bool) -> anyhow::Result<()> {
+    let qr = qrcode::QrCode::with_error_correction_level(url.as_bytes(), qrcode::EcLevel::M)
+        .context("encoding the QR code")?;
+    let svg = svg
+        || path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    if svg {
+        let doc = qr
+            .render::<qrcode::render::svg::Color>()
+            .min_dimensions(256, 256)
+            .build();
+        std::fs::write(path, doc).with_context(|| format!("writing {}", path.display()))?;
+    } else {
+        qr.render::<image::Luma<u8>>()
+            .min_dimensions(256, 256)
+            .build()
+            .save_with_format(path, image::ImageFormat::Png)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
+    Ok(())
+}
+
+fn info_text(i: &LinkInfoReply) -> String {
+    let mut lines = vec![
+        format!("code: {}", i.code),
+        format!("short_url: {}", i.short_url),
+        format!("target: {}", i.target),
+    ];
+    if !i.account.is_empty() {
+        lines.push(format!("account: {}", show(&i.account)));
+    }
+    if let Some(u) = &i.ios {
+        lines.push(format!("ios: {u}"));
+    }
+    if let Some(u) = &i.android {
+        lines.push(format!("android: {u}"));
+    }
+    lines.push(format!("redirect: {}", if i.permanent { 301 } else { 302 }));
+    lines.push(format!("alias: {}", if i.alias { "yes" } else { "no" }));
+    lines.push(format!("created: {}", calendar::timestamp(i.created_at)));
+    lines.push(format!("expires: {}", out::when(i.expires_at)));
+    lines.push(format!(
+        "ttl: {}",
+        if i.ttl_ms == 0 {
+            "none".into()
+        } else {
+            format_duration(Duration::from_millis(i.ttl_ms))
+        }
+    ));
+    lines.push(format!("visits: {}", i.visits));
+    if i.last_visit > 0 {
+        lines.push(format!("last_visit: {}", calendar::timestamp(i.last_visit)));
+    }
+    for (day, n) in &i.daily {
+        lines.push(format!("day {} {n}", calendar::date(i64::from(*day))));
+    }
+    lines.join("\n")
+}
+
+fn info_json(i: &LinkInfoReply) -> serde_json::Value {
+    json!({
+        "code": i.code,
+        "short_url": i.short_url,
+        "target": i.target,
+        "account": show(&i.account),
+        "ios": i.ios,
+        "android": i.android,
+        "redirect": if i.permanent { 301 } else { 302 },
+        "alias": i.alias,
+        "created_at_ms": i.created_at,
+        "created_at": out::time(i.created_at),
+        "expires_at_ms": i.expires_at,
+        "expires_at": out::time(i.expires_at),
+        "ttl_ms": i.ttl_ms,
+        "visits": i.visits,
+        "last_visit_ms": i.last_visit,
+        "last_visit": out::time(i.last_visit),
+        "daily": i.daily.iter().map(|(day, n)| json!({
+            "date": calendar::date(i64::from(*day)),
+            "visits": n,
+        })).collect::<Vec<_>>(),
+    })
 }

@@ -1,31 +1,51 @@
-//! `rush`: the command-line client. Exit code 0 on success, 1 on error (and,
-//! for commands that can be denied, 2 when denied; `envelope audit` 3 when
-//! books are off).
+//! `rush`: the command-line client. Exit codes are in `exit` (and in
+//! `rush --help`): 0 done, 1 error, 2 denied, 3 books off, 64 usage.
 
-mod envelope;
-
+mod args;
 mod catalog;
 mod cluster;
+mod envelope;
+mod exit;
 mod limits;
-
 mod links;
+mod out;
 
 use bytes::Bytes;
-use clap::{Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use out::{show, Out};
 use rush_client::protocol::cmd::{SetCond, TtlReply};
-use rush_client::{format_duration, parse_duration, Client, ClientOptions};
+use rush_client::{format_remaining, Client, ClientOptions, RetryHook, RetryNotice};
+use serde_json::json;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
-#[command(name = "rush", version, about = "Command-line client for rushd")]
+#[command(
+    name = "rush",
+    version,
+    about = "Command-line client for rushd",
+    after_help = exit::HELP
+)]
 struct Cli {
-    /// Any node's address: requests are routed to the node serving their
-    /// slot (the map is loaded from this node).
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+/// Options every command takes, listed under their own heading.
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Global options")]
+struct Global {
+    /// Any node's address, HOST:PORT (HOST alone: port 7379). Requests are
+    /// routed to the node serving their slot (the map is loaded from this
+    /// node).
     #[arg(
         long,
         env = "RUSH_ADDR",
         default_value = "127.0.0.1:7379",
+        value_parser = args::addr,
         global = true
     )]
     addr: String,
@@ -38,12 +58,17 @@ struct Cli {
     /// The name the server's certificate must carry (default: the host of --addr).
     #[arg(long, global = true)]
     tls_name: Option<String>,
-    /// Seconds to wait for an answer.
-    #[arg(long, default_value_t = 30, global = true)]
+    /// Seconds to wait for an answer, retries included (a node restarting,
+    /// a slot changing hands). Waits are announced on stderr.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS", global = true)]
     timeout: u64,
-    #[command(subcommand)]
-    command: Cmd,
+    /// Print the answer as one JSON document.
+    #[arg(long, global = true)]
+    json: bool,
 }
+
+/// The global options that mean nothing to commands that need no node.
+const NODE_OPTIONS: [&str; 5] = ["addr", "token", "tls_ca", "tls_name", "timeout"];
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
@@ -60,8 +85,8 @@ enum Cmd {
         key: String,
         value: String,
         /// Expire after this long (e.g. 10s, 24h, 30d).
-        #[arg(long)]
-        ttl: Option<String>,
+        #[arg(long, value_parser = args::duration)]
+        ttl: Option<Duration>,
         /// Only if the key does not exist.
         #[arg(long, conflicts_with = "xx")]
         nx: bool,
@@ -82,16 +107,28 @@ enum Cmd {
     /// Set a key's time to live ("0" or --persist removes it).
     Expire {
         key: String,
-        ttl: Option<String>,
+        /// Time to live from now (e.g. 30d; 0 removes it).
+        #[arg(value_parser = args::duration, required_unless_present = "persist")]
+        ttl: Option<Duration>,
+        /// Remove the key's time to live: it never expires.
         #[arg(long, conflicts_with = "ttl")]
         persist: bool,
     },
-    /// Show a key's time to live.
-    Ttl { key: String },
+    /// Show a key's time to live (e.g. "29d 23h 54m").
+    Ttl {
+        key: String,
+        /// Whole seconds, as Redis's TTL: -1 no expiry, -2 no such key.
+        #[arg(long)]
+        raw: bool,
+        /// Milliseconds, as Redis's PTTL (-1, -2 as with --raw).
+        #[arg(long)]
+        ms: bool,
+    },
     /// Set hash fields: rush hset KEY FIELD VALUE [FIELD VALUE]...
     Hset {
         key: String,
-        #[arg(required = true, num_args = 2..)]
+        /// FIELD VALUE pairs.
+        #[arg(required = true, num_args = 2.., value_name = "FIELD VALUE")]
         pairs: Vec<String>,
     },
     /// Get one hash field.
@@ -127,59 +164,150 @@ enum Cmd {
     Envelope(envelope::EnvelopeCmd),
     #[command(flatten)]
     Links(links::LinksCmd),
+    /// Print a shell completion script: rush completions bash > /etc/bash_completion.d/rush
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
 }
 
-fn show(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+/// The command line's grammar: [`Cli`], with the node options kept out of
+/// the commands that need no node (a subcommand that has an argument of a
+/// global's id is not given the global: clap skips it; hidden, it stays
+/// out of the help).
+fn command() -> clap::Command {
+    let cmd = Cli::command();
+    let globals: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    let hide = |names: &'static [&'static str]| {
+        let hidden: Vec<clap::Arg> = globals
+            .iter()
+            .filter(|a| names.contains(&a.get_id().as_str()))
+            .map(|a| a.clone().hide(true))
+            .collect();
+        move |sc: clap::Command| hidden.iter().fold(sc, |sc, a| sc.arg(a.clone()))
+    };
+    cmd.mut_subcommand("keyslot", hide(&NODE_OPTIONS))
+        .mut_subcommand(
+            "completions",
+            hide(&["addr", "token", "tls_ca", "tls_name", "timeout", "json"]),
+        )
 }
 
-fn duration_arg(s: &str) -> anyhow::Result<Duration> {
-    parse_duration(s).map_err(anyhow::Error::msg)
+/// Says on stderr what a retrying call waits for: on the first retry, when
+/// the reason changes, and every few seconds while it lasts.
+fn retry_reporter(timeout: u64) -> RetryHook {
+    const EVERY: Duration = Duration::from_secs(5);
+    let last: Mutex<Option<(String, Instant)>> = Mutex::new(None);
+    RetryHook::new(move |n: &RetryNotice<'_>| {
+        let why = n.error.to_string();
+        let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+        let due = match &*last {
+            Some((said, at)) => *said != why || at.elapsed() >= EVERY,
+            None => true,
+        };
+        if due {
+            eprintln!(
+                "rush: waiting for {} ({}): {why}; retrying for up to {} more (--timeout {timeout})",
+                n.addr,
+                n.op,
+                format_remaining(n.remaining)
+            );
+            *last = Some((why, Instant::now()));
+        }
+    })
+}
+
+/// What clap can't check, checked before anything is sent: a usage error
+/// never reaches a node (nor waits for one).
+fn check(cmd: &Cmd) -> Result<(), exit::Usage> {
+    match cmd {
+        Cmd::Hset { pairs, .. } if pairs.len() % 2 != 0 => Err(exit::Usage(format!(
+            "hset takes FIELD VALUE pairs; {:?} has no value",
+            pairs[pairs.len() - 1]
+        ))),
+        Cmd::Catalog(c) => catalog::check(c),
+        _ => Ok(()),
+    }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    if let Cmd::Keyslot { key } = &cli.command {
-        println!("{}", rush_client::protocol::key_slot(key.as_bytes()));
-        return Ok(ExitCode::SUCCESS);
+    check(&cli.command)?;
+    let g = &cli.global;
+    let out = Out { json: g.json };
+    match &cli.command {
+        Cmd::Keyslot { key } => {
+            let slot = rush_client::protocol::key_slot(key.as_bytes());
+            out.print(|| slot.to_string(), || json!(slot))?;
+            return Ok(exit::code(exit::OK));
+        }
+        Cmd::Completions { shell } => {
+            // Into a buffer first: clap_complete panics on a failed write.
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut command(), "rush", &mut script);
+            std::io::Write::write_all(&mut std::io::stdout().lock(), &script)?;
+            return Ok(exit::code(exit::OK));
+        }
+        _ => {}
     }
-    let tls = match &cli.tls_ca {
+    let tls = match &g.tls_ca {
         Some(ca) => {
-            let host = cli
-                .addr
-                .rsplit_once(':')
-                .map(|(h, _)| h)
-                .unwrap_or(&cli.addr);
-            let name = cli.tls_name.as_deref().unwrap_or(host);
+            let name = g.tls_name.as_deref().unwrap_or(args::host_of(&g.addr));
             Some(rush_client::Tls::from_ca_file(ca, name)?)
         }
         None => None,
     };
+    let timeout = Duration::from_secs(g.timeout);
     let opts = ClientOptions {
         tls,
-        token: cli.token.clone(),
+        token: g.token.clone(),
         client_name: "rush-cli".into(),
-        request_timeout: Duration::from_secs(cli.timeout),
+        connect_timeout: timeout.min(ClientOptions::default().connect_timeout),
+        request_timeout: timeout,
+        retry_deadline: timeout,
+        on_retry: Some(retry_reporter(g.timeout)),
         ..ClientOptions::default()
     };
+    let addr = g.addr.clone();
     if let Cmd::Cluster(cmd) = cli.command {
-        return cluster::run(&cli.addr, opts, cmd).await;
+        return cluster::run(&addr, opts, cmd, out).await;
     }
-    let c = Client::connect_with(&cli.addr, opts).await?;
+    let c = Client::connect_with(&addr, opts).await?;
+    let answer = |b: Option<Bytes>| -> anyhow::Result<()> {
+        match b {
+            Some(v) => out.print(|| show(&v), || json!(show(&v))),
+            None => out.print(|| "(nil)".into(), || json!(null)),
+        }
+    };
     match cli.command {
-        Cmd::Keyslot { .. } => unreachable!("handled above"),
+        Cmd::Keyslot { .. } | Cmd::Completions { .. } | Cmd::Cluster(_) => {
+            unreachable!("handled above")
+        }
         Cmd::Ping => {
             c.ping().await?;
-            println!("PONG");
+            out.print(|| "PONG".into(), || json!("PONG"))?;
         }
         Cmd::Info => {
-            for (k, v) in c.info().await?.rows {
-                println!("{k}: {v}");
-            }
+            let rows = c.info().await?.rows;
+            out.print(
+                || {
+                    rows.iter()
+                        .map(|(k, v)| format!("{k}: {v}"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                },
+                || {
+                    json!(rows
+                        .iter()
+                        .map(|(k, v)| (k.clone(), json!(v)))
+                        .collect::<serde_json::Map<_, _>>())
+                },
+            )?;
         }
-        Cmd::Get { key } => match c.get(key).await? {
-            Some(v) => println!("{}", show(&v)),
-            None => println!("(nil)"),
-        },
+        Cmd::Get { key } => answer(c.get(key).await?)?,
         Cmd::Set {
             key,
             value,
@@ -187,11 +315,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             nx,
             xx,
         } => {
-            let ttl = ttl
-                .as_deref()
-                .map(duration_arg)
-                .transpose()?
-                .unwrap_or(Duration::ZERO);
             let cond = if nx {
                 SetCond::IfAbsent
             } else if xx {
@@ -199,61 +322,107 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 SetCond::Always
             };
-            let written = c.set_with(key, value, ttl, cond).await?;
-            println!("{}", if written { "OK" } else { "(not set)" });
+            let written = c
+                .set_with(key, value, ttl.unwrap_or(Duration::ZERO), cond)
+                .await?;
+            out.print(
+                || if written { "OK" } else { "(not set)" }.into(),
+                || json!(written),
+            )?;
         }
-        Cmd::Del { key } => println!("{}", c.del(key).await? as u8),
-        Cmd::Exists { key } => println!("{}", c.exists(key).await? as u8),
-        Cmd::Incrby { key, delta } => println!("{}", c.incr_by(key, delta).await?),
+        Cmd::Del { key } => {
+            let n = c.del(key).await?;
+            out.print(|| (n as u8).to_string(), || json!(n))?;
+        }
+        Cmd::Exists { key } => {
+            let n = c.exists(key).await?;
+            out.print(|| (n as u8).to_string(), || json!(n))?;
+        }
+        Cmd::Incrby { key, delta } => {
+            let n = c.incr_by(key, delta).await?;
+            out.print(|| n.to_string(), || json!(n))?;
+        }
         Cmd::Expire { key, ttl, persist } => {
-            let ttl = match (ttl, persist) {
-                (_, true) => Duration::ZERO,
-                (Some(t), false) => duration_arg(&t)?,
-                (None, false) => anyhow::bail!("give a TTL (e.g. 30d) or --persist"),
+            let ttl = if persist {
+                Duration::ZERO
+            } else {
+                ttl.unwrap_or(Duration::ZERO)
             };
-            println!("{}", c.expire(key, ttl).await? as u8);
+            let set = c.expire(key, ttl).await?;
+            out.print(|| (set as u8).to_string(), || json!(set))?;
         }
-        Cmd::Ttl { key } => match c.ttl(key).await? {
-            TtlReply::Missing => println!("(missing)"),
-            TtlReply::Persistent => println!("(no expiry)"),
-            TtlReply::Remaining(ms) => println!("{}", format_duration(Duration::from_millis(ms))),
-        },
+        Cmd::Ttl { key, raw, ms } => {
+            let reply = c.ttl(key).await?;
+            let text = || match (reply, raw || ms) {
+                (TtlReply::Missing, false) => "(missing)".to_string(),
+                (TtlReply::Persistent, false) => "(no expiry)".to_string(),
+                (TtlReply::Remaining(left), false) => format_remaining(Duration::from_millis(left)),
+                (TtlReply::Missing, true) => "-2".into(),
+                (TtlReply::Persistent, true) => "-1".into(),
+                (TtlReply::Remaining(left), true) if ms => left.to_string(),
+                // Rounded as Redis's TTL rounds.
+                (TtlReply::Remaining(left), true) => {
+                    left.saturating_add(500).div_euclid(1000).to_string()
+                }
+            };
+            let value = || match reply {
+                TtlReply::Missing => json!({ "exists": false, "ttl_ms": null }),
+                TtlReply::Persistent => json!({ "exists": true, "ttl_ms": null }),
+                TtlReply::Remaining(left) => json!({ "exists": true, "ttl_ms": left }),
+            };
+            out.print(text, value)?;
+        }
         Cmd::Hset { key, pairs } => {
-            if pairs.len() % 2 != 0 {
-                anyhow::bail!("hset takes FIELD VALUE pairs");
-            }
             let fields: Vec<(Bytes, Bytes)> = pairs
                 .chunks(2)
                 .map(|p| (Bytes::from(p[0].clone()), Bytes::from(p[1].clone())))
                 .collect();
-            println!("{}", c.hset(key, fields).await?);
+            let n = c.hset(key, fields).await?;
+            out.print(|| n.to_string(), || json!(n))?;
         }
-        Cmd::Hget { key, field } => match c.hget(key, field).await? {
-            Some(v) => println!("{}", show(&v)),
-            None => println!("(nil)"),
-        },
-        Cmd::Hdel { key, fields } => println!("{}", c.hdel(key, fields).await?),
-        Cmd::Hincrby { key, field, delta } => println!("{}", c.hincr_by(key, field, delta).await?),
+        Cmd::Hget { key, field } => answer(c.hget(key, field).await?)?,
+        Cmd::Hdel { key, fields } => {
+            let n = c.hdel(key, fields).await?;
+            out.print(|| n.to_string(), || json!(n))?;
+        }
+        Cmd::Hincrby { key, field, delta } => {
+            let n = c.hincr_by(key, field, delta).await?;
+            out.print(|| n.to_string(), || json!(n))?;
+        }
         Cmd::Hgetall { key } => {
-            for (f, v) in c.hgetall(key).await? {
-                println!("{} {}", show(&f), show(&v));
+            let fields = c.hgetall(key).await?;
+            if out.json {
+                out.json(json!(fields
+                    .iter()
+                    .map(|(f, v)| (show(f), json!(show(v))))
+                    .collect::<serde_json::Map<_, _>>()))?;
+            } else {
+                for (f, v) in &fields {
+                    println!("{} {}", show(f), show(v));
+                }
             }
         }
-        Cmd::Limit(cmd) => return limits::run(&c, cmd).await,
-        Cmd::Cluster(_) => unreachable!("handled above"),
+        Cmd::Limit(cmd) => return limits::run(&c, cmd, out).await,
         Cmd::Compact => {
             c.compact().await?;
-            println!("OK");
+            out.print(|| "OK".into(), || json!("OK"))?;
         }
-        Cmd::Catalog(cmd) => return catalog::run(&c, cmd).await,
-        Cmd::Envelope(cmd) => return envelope::run(&c, cmd).await,
-        Cmd::Links(cmd) => return links::run(&c, cmd).await,
+        Cmd::Catalog(cmd) => return catalog::run(&c, cmd, out).await,
+        Cmd::Envelope(cmd) => return envelope::run(&c, cmd, out).await,
+        Cmd::Links(cmd) => return links::run(&c, cmd, out).await,
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(exit::code(exit::OK))
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = match command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return clap_exit(e),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(e.format(&mut command())),
+    };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -261,14 +430,62 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: starting runtime: {e}");
-            return ExitCode::from(1);
+            return exit::code(exit::ERROR);
         }
     };
     match rt.block_on(run(cli)) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(1)
+        Err(e) => match e.downcast_ref::<exit::Usage>() {
+            Some(u) => {
+                eprintln!("error: {u}\n\nFor more information, try '--help'.");
+                exit::code(exit::USAGE)
+            }
+            None => {
+                eprintln!("error: {e:#}");
+                exit::code(exit::ERROR)
+            }
+        },
+    }
+}
+
+/// Print clap's message; `--help` and `--version` are not errors.
+fn clap_exit(e: clap::Error) -> ExitCode {
+    let _ = e.print();
+    if e.use_stderr() {
+        exit::code(exit::USAGE)
+    } else {
+        exit::code(exit::OK)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every argument of every command says what it is for.
+    #[test]
+    fn every_argument_is_described() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                if !a.is_hide_set() && a.get_help().is_none() && a.get_long_help().is_none() {
+                    let positional = a.get_long().is_none() && a.get_short().is_none();
+                    if !positional {
+                        missing.push(format!("{path} --{}", a.get_id()));
+                    }
+                }
+            }
+            for sc in cmd.get_subcommands() {
+                if sc.get_about().is_none() && sc.get_name() != "help" {
+                    missing.push(format!("{path} {} (no about)", sc.get_name()));
+                }
+                walk(sc, &format!("{path} {}", sc.get_name()), missing);
+            }
         }
+        let mut missing = Vec::new();
+        let mut cmd = command();
+        cmd.build();
+        walk(&cmd, "rush", &mut missing);
+        assert!(missing.is_empty(), "no description: {missing:#?}");
+        cmd.debug_assert();
     }
 }

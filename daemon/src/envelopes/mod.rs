@@ -134,9 +134,6 @@ impl ShardService for Envelopes {
     }
 }
 
-/// The id sequence's kind byte in `keys::sequence` (envelope range 0x40).
-pub const SEQUENCE_KIND: u8 = 0x40;
-
 /// Envelope state shared by a node's shards: one atomic (no lock).
 #[derive(Debug, Default)]
 pub struct Shared {

@@ -11,7 +11,8 @@ use crate::services::{no_broadcast, Registration};
 use crate::shard::service::{Cx, ShardService};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
-use crate::storage::value::{self, kind, Hash, Stored};
+use crate::storage::keys::kind;
+use crate::storage::value::{self, Hash, Stored};
 use bytes::Bytes;
 use rush_protocol::{Reply, Request, RushError, Service};
 

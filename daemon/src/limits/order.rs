@@ -9,7 +9,8 @@
 
 use super::counter::{corrupt, storage_error};
 use crate::shard::txn::Txn;
-use crate::storage::value::{self, kind, Corrupt, Cursor, Stored};
+use crate::storage::keys::kind;
+use crate::storage::value::{self, Corrupt, Cursor, Stored};
 use bytes::{Bytes, BytesMut};
 use rush_protocol::cmd::{AcquireReply, OrderItem, Scope};
 use rush_protocol::{RushError, Wire};

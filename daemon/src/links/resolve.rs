@@ -4,7 +4,8 @@ use super::record::{FLAG_PERMANENT, FLAG_REUSE_INDEXED};
 use super::{with_expiry, Links};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
-use crate::storage::value::{self, kind};
+use crate::storage::keys::kind;
+use crate::storage::value;
 use rush_protocol::cmd::{LinkResolve, ResolveReply};
 use rush_protocol::{link_slot, Reply, RushError};
 

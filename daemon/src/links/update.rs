@@ -5,7 +5,8 @@ use super::visits::{load_stats, store_stats};
 use super::{expiry, Links};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
-use crate::storage::value::{self, kind};
+use crate::storage::keys::kind;
+use crate::storage::value;
 use rush_protocol::cmd::{AppLinkChange, LinkUpdate};
 use rush_protocol::{link_slot, Reply, RushError};
 

@@ -16,6 +16,8 @@
 pub mod keys;
 pub mod value;
 
+use keys::cf;
+
 use crate::clock::Clock;
 use crate::config::StorageConfig;
 use crate::metrics::local::Counter;
@@ -34,7 +36,6 @@ pub use rocksdb::WriteBatch;
 /// A raw key and value.
 pub type RawPair = (Vec<u8>, Vec<u8>);
 
-pub const META_CF: &str = "meta";
 const LAYOUT_FORMAT: u8 = 1;
 /// Keys moved per atomic batch while rebalancing shards.
 const REBALANCE_CHUNK: usize = 10_000;
@@ -47,15 +48,6 @@ pub enum StorageError {
     Corrupt(#[from] value::Corrupt),
     #[error("data directory {dir}: {message}")]
     Layout { dir: PathBuf, message: String },
-}
-
-/// The column family of shard `i`.
-pub fn shard_cf_name(i: usize) -> String {
-    format!("shard-{i}")
-}
-
-fn parse_shard_cf(name: &str) -> Option<usize> {
-    name.strip_prefix("shard-")?.parse().ok()
 }
 
 /// Counters the metrics endpoint reads (per shard: every shard counts on
@@ -192,10 +184,10 @@ impl Storage {
         } else {
             Vec::new()
         };
-        let mut names: Vec<String> = vec![META_CF.to_string()];
-        names.extend((0..shards).map(shard_cf_name));
+        let mut names: Vec<String> = vec![cf::META.to_string()];
+        names.extend((0..shards).map(cf::shard));
         for name in &existing {
-            if name != "default" && !names.contains(name) {
+            if name != cf::DEFAULT && !names.contains(name) {
                 names.push(name.clone());
             }
         }
@@ -207,9 +199,9 @@ impl Storage {
             o.set_write_buffer_size(1 << 20);
             o
         };
-        let mut descriptors = vec![ColumnFamilyDescriptor::new("default", small())];
+        let mut descriptors = vec![ColumnFamilyDescriptor::new(cf::DEFAULT, small())];
         for name in &names {
-            let opts = if name == META_CF {
+            let opts = if name == cf::META {
                 small()
             } else {
                 shard_opts()
@@ -221,7 +213,7 @@ impl Storage {
         let mut sync_opts = WriteOptions::default();
         sync_opts.set_sync(true);
         let layout = read_layout(&db)?;
-        let stale: Vec<usize> = names.iter().filter_map(|n| parse_shard_cf(n)).collect();
+        let stale: Vec<usize> = names.iter().filter_map(|n| cf::parse_shard(n)).collect();
         match layout {
             Some(Layout {
                 shards: old,
@@ -244,7 +236,7 @@ impl Storage {
                 )?;
                 let moved = rebalance(&db, &stale, shards, &sync_opts)?;
                 for i in stale.iter().copied().filter(|&i| i >= shards) {
-                    db.drop_cf(&shard_cf_name(i))?;
+                    db.drop_cf(&cf::shard(i))?;
                 }
                 write_layout(
                     &db,
@@ -257,7 +249,7 @@ impl Storage {
                 tracing::warn!(moved, shards, "rebalancing finished");
             }
             None => {
-                if existing.iter().any(|n| parse_shard_cf(n).is_some()) {
+                if existing.iter().any(|n| cf::parse_shard(n).is_some()) {
                     return Err(StorageError::Layout {
                         dir,
                         message: "has shard data but no layout record; refusing to guess".into(),
@@ -276,7 +268,7 @@ impl Storage {
 
         Ok(Storage {
             db: Arc::new(db),
-            shard_cfs: (0..shards).map(shard_cf_name).collect(),
+            shard_cfs: (0..shards).map(cf::shard).collect(),
             dir,
             sync_opts,
             relaxed_opts: WriteOptions::default(),
@@ -302,7 +294,7 @@ impl Storage {
 
     fn meta_cf(&self) -> &ColumnFamily {
         self.db
-            .cf_handle(META_CF)
+            .cf_handle(cf::META)
             .expect("meta column family exists")
     }
 
@@ -355,18 +347,11 @@ impl Storage {
         if !self.slot_memtable {
             return self.scan_one(shard, from, to, false, &mut f).map(|_| ());
         }
-        let slot_at = |k: &[u8]| -> u32 {
-            match k {
-                [a, b, ..] => u32::from(u16::from_be_bytes([*a, *b])),
-                [a] => u32::from(*a) << 8,
-                [] => 0,
-            }
-        };
-        let first = slot_at(from).min(u32::from(rush_protocol::SLOTS) - 1);
-        let last = slot_at(to).min(u32::from(rush_protocol::SLOTS) - 1);
+        let first = keys::slot_of_bound(from).min(u32::from(rush_protocol::SLOTS) - 1);
+        let last = keys::slot_of_bound(to).min(u32::from(rush_protocol::SLOTS) - 1);
         for slot in first..=last {
-            let start = (slot as u16).to_be_bytes();
-            let next = ((slot + 1) as u16).to_be_bytes();
+            let start = keys::slot_prefix(slot as u16);
+            let next = keys::slot_prefix((slot + 1) as u16);
             let lo: &[u8] = if from > &start[..] { from } else { &start };
             let hi: &[u8] = if to < &next[..] { to } else { &next };
             if !self.scan_one(shard, lo, hi, true, &mut f)? {
@@ -495,7 +480,7 @@ struct Layout {
 }
 
 fn read_layout(db: &DB) -> Result<Option<Layout>, StorageError> {
-    let cf = db.cf_handle(META_CF).expect("meta column family exists");
+    let cf = db.cf_handle(cf::META).expect("meta column family exists");
     let Some(raw) = db.get_cf(cf, keys::meta::LAYOUT)? else {
         return Ok(None);
     };
@@ -509,7 +494,7 @@ fn read_layout(db: &DB) -> Result<Option<Layout>, StorageError> {
 }
 
 fn write_layout(db: &DB, sync: &WriteOptions, layout: Layout) -> Result<(), StorageError> {
-    let cf = db.cf_handle(META_CF).expect("meta column family exists");
+    let cf = db.cf_handle(cf::META).expect("meta column family exists");
     let mut raw = vec![LAYOUT_FORMAT];
     raw.extend_from_slice(&(layout.shards as u32).to_be_bytes());
     raw.push(layout.rebalancing as u8);
@@ -531,7 +516,7 @@ fn rebalance(
 ) -> Result<u64, StorageError> {
     let mut moved = 0u64;
     for &from in cfs {
-        let from_cf = db.cf_handle(&shard_cf_name(from)).expect("opened above");
+        let from_cf = db.cf_handle(&cf::shard(from)).expect("opened above");
         let mut batch = WriteBatch::default();
         let mut n = 0u64;
         // The iterator reads a snapshot, so writing chunks while iterating is safe.
@@ -547,7 +532,7 @@ fn rebalance(
                 continue;
             }
             let to_cf = db
-                .cf_handle(&shard_cf_name(to))
+                .cf_handle(&cf::shard(to))
                 .expect("all target shards opened");
             batch.put_cf(to_cf, &k, &v);
             batch.delete_cf(from_cf, &k);

@@ -226,26 +226,16 @@ impl Storage {
                     dir = %dir.display(),
                     "data directory was written with another shard count: rebalancing"
                 );
-                write_layout(
-                    &db,
-                    &sync_opts,
-                    Layout {
-                        shards: layout.shards,
-                        rebalancing: true,
-                    },
-                )?;
+                let moving = Layout {
+                    rebalancing: true,
+                    ..layout
+                };
+                write_layout(&db, &sync_opts, moving)?;
                 let moved = rebalance(&db, &stale, shards, &sync_opts)?;
                 for i in stale.iter().copied().filter(|&i| i >= shards) {
                     db.drop_cf(&cf::shard(i))?;
                 }
-                write_layout(
-                    &db,
-                    &sync_opts,
-                    Layout {
-                        shards,
-                        rebalancing: false,
-                    },
-                )?;
+                write_layout(&db, &sync_opts, Layout::settled(shards))?;
                 tracing::warn!(moved, shards, "rebalancing finished");
             }
             None => {
@@ -255,14 +245,7 @@ impl Storage {
                         message: "has shard data but no layout record; refusing to guess".into(),
                     });
                 }
-                write_layout(
-                    &db,
-                    &sync_opts,
-                    Layout {
-                        shards,
-                        rebalancing: false,
-                    },
-                )?;
+                write_layout(&db, &sync_opts, Layout::settled(shards))?;
             }
         }
 
@@ -477,6 +460,16 @@ struct Layout {
     shards: usize,
     /// Set while keys are being moved; a restart finishes the move.
     rebalancing: bool,
+}
+
+impl Layout {
+    /// `shards` shard column families, no keys being moved.
+    fn settled(shards: usize) -> Layout {
+        Layout {
+            shards,
+            rebalancing: false,
+        }
+    }
 }
 
 fn read_layout(db: &DB) -> Result<Option<Layout>, StorageError> {

@@ -1,6 +1,5 @@
-//! Bloom-guarded catalog lookups: records grouped under an owner (a merchant
-//! code), found by owner or through aliases, answered by three layers inside
-//! each shard:
+//! The catalog: records grouped under an owner (a merchant code), looked up
+//! by owner or through aliases, answered by three layers inside each shard:
 //!
 //! 1. a scalable Bloom filter over owners that have records and over aliases
 //!    ([`bloom`]): a negative answers "no records" without touching the cache
@@ -49,7 +48,7 @@
 //! Writes and warm-up are never shed.
 //!
 //! One file per request, named as in `rush_protocol::cmd::catalog`; the
-//! layers in [`lookup`], the stored forms in [`stored`].
+//! layers in `lookup`, the stored forms in `stored`.
 
 pub mod bloom;
 pub mod cache;

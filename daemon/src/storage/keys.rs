@@ -75,7 +75,7 @@ pub mod cf {
 
 byte_table! {
     /// Keyspace bytes: the third byte of every shard key. Each service owns
-    /// its own ([`super::SERVICES`]); values never mix across them.
+    /// its own ([`SERVICES`]); values never mix across them.
     ks {
         /// Generic keys: strings and hashes (GET/SET/HSET…).
         KV = 0x01,
@@ -143,7 +143,7 @@ byte_table! {
 /// links, limits and the catalog they are the same number. Red envelopes
 /// have one more kind than keyspaces (a grab is stored in the `ENVELOPE`
 /// keyspace, behind its envelope, under a kind of its own), so from
-/// `ENVELOPE_REFUND` on an envelope kind is its keyspace plus one; [`ALL`]
+/// `ENVELOPE_REFUND` on an envelope kind is its keyspace plus one; [`kind::ALL`]
 /// names each kind's keyspace.
 pub mod kind {
     use super::ks;
@@ -223,7 +223,7 @@ pub mod kind {
 
 byte_table! {
     /// ID sequence kinds: which sequence of a slot a high-water mark under
-    /// [`super::sequence`] belongs to (see `segments`).
+    /// [`sequence`] belongs to (see `segments`).
     seq {
         /// Generated short codes of 5 characters (`links::issue`); 6, 7 and
         /// 8 follow: see [`link_code`].

@@ -1,5 +1,5 @@
 //! rushd: one sharded, disk-backed daemon for short links, purchase limits,
-//! Bloom-guarded lookups and red envelopes. See ARCHITECTURE.md at the top
+//! the Bloom-guarded catalog and red envelopes. See ARCHITECTURE.md at the top
 //! of the repository for the map; this crate is the library, `rushd` a thin
 //! main.
 //!
@@ -32,9 +32,12 @@
 //!    [`shard::txn::Txn`]: writes commit with the pass; call
 //!    `txn.require_sync()` for anything that must be fsynced before its
 //!    answer), a `REGISTRATION` constant saying how a shard builds it and
-//!    how answers of a request that runs on every shard combine, its keys in
-//!    `storage::keys` (a keyspace byte of its range), its config section and
-//!    its metrics (per-shard counters from [`metrics::local`]).
+//!    how answers of a request that runs on every shard combine, one file
+//!    per request as in the protocol crate, its storage layout in
+//!    [`storage::keys`] (keyspace bytes, value kinds and any sequence kinds
+//!    from its range in each table, its key builders in a file of its own
+//!    there), its config section and its metrics (per-shard counters from
+//!    [`metrics::local`]).
 //! 3. **One registration line** in [`services::SERVICES`].
 //!
 //! The shard, the listener and the node name no service: they route by the

@@ -14,7 +14,8 @@
 //! start, or a step too small for the load.
 
 use crate::shard::txn::Txn;
-use crate::storage::value::{self, kind};
+use crate::storage::keys::kind;
+use crate::storage::value;
 use crate::storage::{keys, StorageError};
 use hashbrown::HashMap;
 

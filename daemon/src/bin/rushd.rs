@@ -12,8 +12,8 @@ use std::path::PathBuf;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Rush daemon: short links, purchase limits, Bloom-guarded lookups and red
-/// envelopes on one sharded, disk-backed node.
+/// Rush daemon: short links, purchase limits, the Bloom-guarded catalog and
+/// red envelopes on one sharded, disk-backed node.
 ///
 /// Precedence, lowest first: built-in defaults, --config FILE, RUSH_*
 /// environment variables, flags. With no arguments rushd listens on

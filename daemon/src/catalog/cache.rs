@@ -19,6 +19,7 @@
 //! once either (no avalanche onto storage).
 
 use crate::metrics::local::Counter as IntCounter;
+use crate::storage::keys::CatalogKey;
 use bytes::Bytes;
 use hashbrown::HashTable;
 use rush_protocol::cmd::Record;
@@ -28,6 +29,16 @@ use rush_protocol::cmd::Record;
 pub enum Item<'a> {
     Owner(&'a [u8]),
     Alias { kind: &'a [u8], alias: &'a [u8] },
+}
+
+impl<'a> From<CatalogKey<'a>> for Item<'a> {
+    /// The item a catalog storage key holds.
+    fn from(key: CatalogKey<'a>) -> Item<'a> {
+        match key {
+            CatalogKey::Records { owner } => Item::Owner(owner),
+            CatalogKey::Alias { kind, alias } => Item::Alias { kind, alias },
+        }
+    }
 }
 
 /// An owned [`Item`]: copies of the bytes, so an entry never pins a

@@ -1,6 +1,5 @@
-//! Bloom-guarded catalog lookups: records grouped under an owner (a merchant
-//! code), found by owner or through aliases, answered by three layers inside
-//! each shard:
+//! The catalog: records grouped under an owner (a merchant code), looked up
+//! by owner or through aliases, answered by three layers inside each shard:
 //!
 //! 1. a scalable Bloom filter over owners that have records and over aliases
 //!    ([`bloom`]): a negative answers "no records" without touching the cache
@@ -47,12 +46,27 @@
 //! than `shed_queue_depth`), a lookup that would read storage answers
 //! UNAVAILABLE instead; Bloom negatives and cache hits keep answering.
 //! Writes and warm-up are never shed.
+//!
+//! One file per request, named as in `rush_protocol::cmd::catalog`; the
+//! layers in `lookup`, the stored forms in `stored`.
 
 pub mod bloom;
 pub mod cache;
 pub mod config;
 pub mod metrics;
+
+mod alias_del;
+mod alias_set;
+mod delete;
+mod lookup;
+mod put;
+mod query;
 mod rebuild;
+mod resolve;
+mod shed;
+mod slots;
+mod stored;
+mod warm;
 
 pub use config::CatalogConfig;
 pub use metrics::CatalogMetrics;
@@ -61,19 +75,13 @@ use crate::metrics::Metrics;
 use crate::services::Registration;
 use crate::shard::service::{Cx, ShardService};
 use crate::shard::txn::Txn;
-use crate::storage::value::{self, kind, Stored, HEADER};
-use crate::storage::{keys, Storage};
+use crate::storage::Storage;
 use bloom::ScalableBloom;
-use bytes::BufMut;
-use bytes::Bytes;
-use cache::{Cached, HotCache, Item};
-use metrics::{Op, Path};
+use cache::{HotCache, Item};
 use prometheus::IntGauge;
 use rebuild::Rebuild;
 use rush_protocol::cmd::*;
-use rush_protocol::limits::MAX_OWNER_BYTES;
-use rush_protocol::{key_slot, ErrorCode, Reply, Request, RushError, Service, Wire, WriteExt};
-use std::borrow::Cow;
+use rush_protocol::{ErrorCode, Reply, Request, RushError, Service};
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::Arc;
 
@@ -149,15 +157,6 @@ fn combine(req: &Request, replies: Vec<Reply>) -> Result<Reply, RushError> {
     }
 }
 
-/// Format byte after the value header of a stored record set.
-const RECORDS_FORMAT: u8 = 1;
-/// A filter with more layers than this is rebuilt into one (fewer probes).
-const MAX_LAYERS: usize = 4;
-/// Slots a background rebuild scans per tick at most: a seek per slot costs
-/// a few microseconds even when the slot is empty, so this bounds a tick's
-/// pause to a few milliseconds (a full pass over 16384 slots takes 16 ticks).
-const REBUILD_SLOTS_PER_TICK: usize = 1024;
-
 /// The catalog service of one shard. Lives on the shard thread.
 pub struct Catalog {
     shard: usize,
@@ -232,42 +231,6 @@ fn too_large(message: String) -> RushError {
     RushError::new(ErrorCode::TooLarge, message)
 }
 
-/// A stored record set: header (kind CATALOG_RECORDS, no expiry), format
-/// byte, then `list<record>` exactly as on the wire (PROTOCOL.md), sorted by
-/// record id.
-fn encode_records(records: &[Record]) -> Vec<u8> {
-    let mut body = bytes::BytesMut::new();
-    body.put_u8(RECORDS_FORMAT);
-    // The same bytes as `CatalogQueryReply::encode`, without building one.
-    body.put_count(records.len());
-    for r in records {
-        r.encode(&mut body);
-    }
-    value::encode(kind::CATALOG_RECORDS, 0, &body)
-}
-
-/// Decode a stored record set. The records are slices of one buffer, so a
-/// cached set is one allocation, not one per string.
-fn decode_records(raw: Bytes) -> Result<Vec<Record>, RushError> {
-    let stored = Stored::decode(&raw).map_err(corrupt)?;
-    if stored.kind != kind::CATALOG_RECORDS || stored.payload.first() != Some(&RECORDS_FORMAT) {
-        return Err(corrupt(format!(
-            "kind {} format {:?}",
-            stored.kind,
-            stored.payload.first()
-        )));
-    }
-    let body = raw.slice(HEADER + 1..);
-    CatalogQueryReply::decode_body(body)
-        .map(|r| r.records)
-        .map_err(corrupt)
-}
-
-/// Payload bytes of a stored set (what `MAX_OWNER_BYTES` bounds).
-fn payload_len(value: &[u8]) -> usize {
-    value.len() - HEADER - 1
-}
-
 impl Catalog {
     pub fn new(
         shard: usize,
@@ -318,45 +281,6 @@ impl Catalog {
         catalog
     }
 
-    /// An empty filter sized for this shard's share of the expected items,
-    /// or for 1.5 × what it holds now if that is more (room to grow before
-    /// a second layer is needed).
-    fn new_filter(&self) -> ScalableBloom {
-        let share = self.cfg.bloom_expected_items / self.shards.max(1) as u64;
-        let live = self.bloom.items().saturating_sub(self.stale);
-        ScalableBloom::new(
-            share.max(live.saturating_add(live / 2)).max(1),
-            self.cfg.bloom_fp_rate,
-        )
-    }
-
-    /// Build the filter from storage before the shard serves anything.
-    fn build_filter(&mut self, storage: &Storage) {
-        let started = std::time::Instant::now();
-        let mut rb = Rebuild::new(self.new_filter(), self.first_slot, self.last_slot, 0);
-        let hasher = &self.hasher;
-        match rb.step(storage, self.shard, usize::MAX, usize::MAX, |i| {
-            hash_item(hasher, i)
-        }) {
-            Ok(_) => {
-                tracing::debug!(
-                    shard = self.shard,
-                    items = rb.scanned,
-                    ms = started.elapsed().as_millis() as u64,
-                    "catalog Bloom filter built"
-                );
-                self.bloom = rb.filter;
-                self.bloom_ready = true;
-            }
-            Err(e) => tracing::error!(
-                shard = self.shard,
-                error = %e,
-                "building the catalog Bloom filter failed; lookups skip it until a retry succeeds"
-            ),
-        }
-        self.refresh_gauges();
-    }
-
     /// A group of requests starts; `queue_depth` requests wait behind it.
     fn start_group(&mut self, queue_depth: usize) {
         self.group += 1;
@@ -372,17 +296,8 @@ impl Catalog {
             Request::CatalogAliasSet(r) => self.alias_set(r, now, txn),
             Request::CatalogAliasDel(r) => self.alias_del(r, now, txn),
             Request::CatalogWarm(r) => self.warm(r, now, txn),
-            Request::CatalogShed(r) => {
-                self.shed = r.mode;
-                tracing::info!(
-                    shard = self.shard,
-                    mode = r.mode.name(),
-                    "catalog shedding switched"
-                );
-                self.gauges.shedding.set(self.shedding() as i64);
-                Ok(Reply::CatalogShed(()))
-            }
-            Request::CatalogRebuild(_) => Ok(Reply::CatalogRebuild(self.start_rebuild() as u64)),
+            Request::CatalogShed(r) => self.shed(r),
+            Request::CatalogRebuild(_) => self.rebuild(),
             other => Err(RushError::internal(format!(
                 "{} is not a catalog request",
                 other.opcode().name()
@@ -392,438 +307,14 @@ impl Catalog {
 
     /// Timer: advance or start a background rebuild, refresh gauges.
     fn timers(&mut self, storage: &Storage) {
-        if self.rebuild.is_none() && (!self.bloom_ready || self.needs_rebuild()) {
-            self.start_rebuild();
-        }
-        if let Some(rb) = self.rebuild.as_mut() {
-            let hasher = &self.hasher;
-            let budget = self.cfg.bloom_rebuild_keys_per_tick;
-            match rb.step(storage, self.shard, budget, REBUILD_SLOTS_PER_TICK, |i| {
-                hash_item(hasher, i)
-            }) {
-                Ok(true) => self.finish_rebuild(),
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(shard = self.shard, error = %e, "catalog filter rebuild failed; retrying");
-                    self.rebuild = None;
-                }
-            }
-        }
+        self.rebuild_step(storage);
         self.refresh_gauges();
-    }
-
-    /// Slots this shard serves from now on (moved in, or given to this node
-    /// by a new map): their owners and aliases join the filter, so none of
-    /// them is denied; cache entries left from an earlier ownership go.
-    fn slots_imported(&mut self, slots: &[u16], storage: &Storage) {
-        self.forget_slots(slots);
-        for &slot in slots {
-            let (from, to) = keys::catalog_range(slot);
-            let mut hashes = Vec::new();
-            let hasher = &self.hasher;
-            let scanned = storage.scan(self.shard, &from, &to, |k, _| {
-                let item = match keys::parse_catalog(k) {
-                    Some(keys::CatalogKey::Records { owner }) => Item::Owner(owner),
-                    Some(keys::CatalogKey::Alias { kind, alias }) => Item::Alias { kind, alias },
-                    None => return true,
-                };
-                hashes.push(hash_item(hasher, item));
-                true
-            });
-            if let Err(e) = scanned {
-                // Without the slot's items the filter could deny them: treat
-                // every lookup as "maybe" until a rebuild succeeds.
-                tracing::error!(shard = self.shard, slot, error = %e, "reading an imported slot's catalog keys failed; filter off until rebuilt");
-                self.bloom_ready = false;
-                return;
-            }
-            for h in hashes {
-                self.bloom_insert(h);
-            }
-        }
-        self.refresh_gauges();
-    }
-
-    /// Slots this shard no longer serves: their cache entries go. (Filter
-    /// entries stay: a request for them is answered MOVED before it looks.)
-    fn slots_dropped(&mut self, slots: &[u16]) {
-        self.forget_slots(slots);
-        self.refresh_gauges();
-    }
-
-    fn forget_slots(&mut self, slots: &[u16]) {
-        let slots = crate::cluster::routing::SlotSet::of(slots);
-        self.cache.retain(|item| {
-            let slot = match item {
-                Item::Owner(owner) => key_slot(owner),
-                Item::Alias { kind, alias } => alias_slot(kind, alias),
-            };
-            !slots.contains(slot)
-        });
     }
 
     /// A group commit failed: the cache may hold writes that never landed.
     /// (Filter entries for them only cost a false positive.)
     fn forget_cache(&mut self) {
         self.cache.clear();
-    }
-
-    // ── layer 1 ───────────────────────────────────────────────────────────
-
-    fn bloom_maybe(&self, hash: u64) -> bool {
-        !self.bloom_ready || self.bloom.contains(hash)
-    }
-
-    fn bloom_insert(&mut self, hash: u64) {
-        self.bloom.insert(hash);
-        if let Some(rb) = self.rebuild.as_mut() {
-            rb.filter.insert(hash);
-        }
-    }
-
-    fn needs_rebuild(&self) -> bool {
-        let stale = self.stale >= self.cfg.bloom_rebuild_min_stale
-            && self.stale as f64
-                >= self.cfg.bloom_rebuild_stale_fraction * self.bloom.items() as f64;
-        stale || self.bloom.layers() > MAX_LAYERS
-    }
-
-    /// Start a background rebuild unless one is running; true if started.
-    fn start_rebuild(&mut self) -> bool {
-        if self.rebuild.is_some() {
-            return false;
-        }
-        tracing::info!(
-            shard = self.shard,
-            items = self.bloom.items(),
-            stale = self.stale,
-            layers = self.bloom.layers(),
-            "rebuilding the catalog Bloom filter"
-        );
-        self.rebuild = Some(Rebuild::new(
-            self.new_filter(),
-            self.first_slot,
-            self.last_slot,
-            self.stale,
-        ));
-        true
-    }
-
-    fn finish_rebuild(&mut self) {
-        let Some(rb) = self.rebuild.take() else {
-            return;
-        };
-        self.stale = self.stale.saturating_sub(rb.stale_at_start);
-        self.bloom = rb.filter;
-        self.bloom_ready = true;
-        self.metrics.catalog.bloom_rebuilds.inc();
-        tracing::info!(
-            shard = self.shard,
-            items = self.bloom.items(),
-            "catalog Bloom filter rebuilt"
-        );
-    }
-
-    // ── layers 2 and 3 ────────────────────────────────────────────────────
-
-    fn shedding(&self) -> bool {
-        match self.shed {
-            ShedMode::Off => false,
-            ShedMode::On => true,
-            ShedMode::Auto => self.queue_depth > self.cfg.shed_queue_depth,
-        }
-    }
-
-    /// Read an item from storage (through the group, so earlier writes of
-    /// this group are seen).
-    fn load(&self, item: Item, txn: &Txn) -> Result<Cached, RushError> {
-        match item {
-            Item::Owner(owner) => {
-                let key = keys::catalog_records(key_slot(owner), owner);
-                match txn.get(&key).map_err(storage_error)? {
-                    None => Ok(Cached::Records(Vec::new())),
-                    Some(raw) => decode_records(raw).map(Cached::Records),
-                }
-            }
-            Item::Alias { kind: k, alias } => {
-                let key = keys::catalog_alias(alias_slot(k, alias), k, alias);
-                match txn.get(&key).map_err(storage_error)? {
-                    None => Ok(Cached::Alias(None)),
-                    Some(raw) => {
-                        let stored = Stored::decode(&raw).map_err(corrupt)?;
-                        if stored.kind != kind::CATALOG_ALIAS {
-                            return Err(corrupt(format!("alias of kind {}", stored.kind)));
-                        }
-                        Ok(Cached::Alias(Some(Bytes::copy_from_slice(stored.payload))))
-                    }
-                }
-            }
-        }
-    }
-
-    /// The three layers for one lookup.
-    fn lookup(
-        &mut self,
-        op: Op,
-        item: Item,
-        now: u64,
-        txn: &Txn,
-    ) -> Result<Cow<'_, Cached>, RushError> {
-        let hash = hash_item(&self.hasher, item);
-        let m = &self.metrics.catalog;
-        if !self.bloom_maybe(hash) {
-            m.answer(op, Path::BloomNegative);
-            return Ok(Cow::Owned(match item {
-                Item::Owner(_) => Cached::Records(Vec::new()),
-                Item::Alias { .. } => Cached::Alias(None),
-            }));
-        }
-        if let Some(i) = self.cache.lookup(hash, item, now) {
-            let e = self.cache.entry(i);
-            m.answer(
-                op,
-                if e.value.is_absent() {
-                    Path::CacheNegative
-                } else {
-                    Path::CacheHit
-                },
-            );
-            if e.loaded_group == self.group {
-                m.single_flight_joins.inc();
-            }
-            return Ok(Cow::Borrowed(&e.value));
-        }
-        if self.shedding() {
-            m.shed.inc();
-            return Err(RushError::unavailable(
-                "catalog storage reads are shed (load shedding); cached and absent owners still answer",
-            ));
-        }
-        let value = self.load(item, txn)?;
-        m.answer(
-            op,
-            if value.is_absent() {
-                Path::StorageMiss
-            } else {
-                Path::StorageHit
-            },
-        );
-        self.cache
-            .insert(hash, item, value.clone(), now, self.group);
-        Ok(Cow::Owned(value))
-    }
-
-    fn query(&mut self, r: &CatalogQuery, now: u64, txn: &Txn) -> Result<Reply, RushError> {
-        let found = self.lookup(Op::Query, Item::Owner(&r.owner), now, txn)?;
-        let Cached::Records(records) = &*found else {
-            return Err(RushError::internal("an owner's cache entry holds an alias"));
-        };
-        let records = records
-            .iter()
-            .filter(|rec| rec.matches(&r.filter))
-            .cloned()
-            .collect();
-        Ok(Reply::CatalogQuery(CatalogQueryReply { records }))
-    }
-
-    fn resolve(&mut self, r: &CatalogResolve, now: u64, txn: &Txn) -> Result<Reply, RushError> {
-        let item = Item::Alias {
-            kind: &r.kind,
-            alias: &r.alias,
-        };
-        let found = self.lookup(Op::Resolve, item, now, txn)?;
-        let Cached::Alias(owner) = &*found else {
-            return Err(RushError::internal("an alias's cache entry holds records"));
-        };
-        Ok(Reply::CatalogResolve(owner.clone()))
-    }
-
-    // ── writes ────────────────────────────────────────────────────────────
-
-    /// The current value of an item for a write: filter, cache, storage —
-    /// never shed, never counted as a query.
-    fn current(&mut self, hash: u64, item: Item, now: u64, txn: &Txn) -> Result<Cached, RushError> {
-        if !self.bloom_maybe(hash) {
-            return Ok(match item {
-                Item::Owner(_) => Cached::Records(Vec::new()),
-                Item::Alias { .. } => Cached::Alias(None),
-            });
-        }
-        if let Some(i) = self.cache.lookup(hash, item, now) {
-            return Ok(self.cache.entry(i).value.clone());
-        }
-        self.load(item, txn)
-    }
-
-    fn current_records(
-        &mut self,
-        hash: u64,
-        owner: &[u8],
-        now: u64,
-        txn: &Txn,
-    ) -> Result<Vec<Record>, RushError> {
-        match self.current(hash, Item::Owner(owner), now, txn)? {
-            Cached::Records(r) => Ok(r),
-            Cached::Alias(_) => Err(RushError::internal("an owner's cache entry holds an alias")),
-        }
-    }
-
-    /// Stage an owner's new record set (all checks passed) and write it
-    /// through to the filter and the cache.
-    fn store_records(
-        &mut self,
-        hash: u64,
-        owner: &[u8],
-        records: Vec<Record>,
-        now: u64,
-        txn: &mut Txn,
-    ) -> Result<(), RushError> {
-        let key = keys::catalog_records(key_slot(owner), owner);
-        let records = if records.is_empty() {
-            txn.delete(key);
-            self.stale += 1;
-            records
-        } else {
-            let value = encode_records(&records);
-            if payload_len(&value) > MAX_OWNER_BYTES {
-                return Err(too_large(format!(
-                    "the owner's records would take {} bytes, over the limit of {MAX_OWNER_BYTES}",
-                    payload_len(&value)
-                )));
-            }
-            // Cache a compact copy (one buffer) rather than records that
-            // point into request frames and older sets.
-            let value = Bytes::from(value);
-            let compact = decode_records(value.clone())?;
-            txn.put(key, value);
-            self.bloom_insert(hash);
-            compact
-        };
-        txn.require_sync();
-        self.cache
-            .insert(hash, Item::Owner(owner), Cached::Records(records), now, 0);
-        Ok(())
-    }
-
-    fn put(&mut self, r: &CatalogPut, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
-        let hash = hash_item(&self.hasher, Item::Owner(&r.owner));
-        let mut records = self.current_records(hash, &r.owner, now, txn)?;
-        let mut record = r.record.clone();
-        record.attributes.sort_by(|a, b| a.0.cmp(&b.0));
-        let created = match records.binary_search_by(|x| x.id.cmp(&record.id)) {
-            Ok(i) => {
-                records[i] = record;
-                false
-            }
-            Err(i) => {
-                records.insert(i, record);
-                true
-            }
-        };
-        let max = self.cfg.max_records_per_owner;
-        if records.len() > max {
-            return Err(too_large(format!(
-                "the owner already has {} records, the most one owner may hold",
-                max
-            )));
-        }
-        self.store_records(hash, &r.owner, records, now, txn)?;
-        Ok(Reply::CatalogPut(created))
-    }
-
-    fn delete(&mut self, r: &CatalogDelete, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
-        let hash = hash_item(&self.hasher, Item::Owner(&r.owner));
-        let mut records = self.current_records(hash, &r.owner, now, txn)?;
-        let Ok(i) = records.binary_search_by(|x| x.id.as_ref().cmp(r.record_id.as_ref())) else {
-            return Ok(Reply::CatalogDelete(false));
-        };
-        records.remove(i);
-        self.store_records(hash, &r.owner, records, now, txn)?;
-        Ok(Reply::CatalogDelete(true))
-    }
-
-    fn alias_set(
-        &mut self,
-        r: &CatalogAliasSet,
-        now: u64,
-        txn: &mut Txn,
-    ) -> Result<Reply, RushError> {
-        let item = Item::Alias {
-            kind: &r.kind,
-            alias: &r.alias,
-        };
-        let hash = hash_item(&self.hasher, item);
-        let existed = !self.current(hash, item, now, txn)?.is_absent();
-        let owner = Bytes::copy_from_slice(&r.owner);
-        txn.put(
-            keys::catalog_alias(alias_slot(&r.kind, &r.alias), &r.kind, &r.alias),
-            value::encode(kind::CATALOG_ALIAS, 0, &owner),
-        );
-        txn.require_sync();
-        self.bloom_insert(hash);
-        self.cache
-            .insert(hash, item, Cached::Alias(Some(owner)), now, 0);
-        Ok(Reply::CatalogAliasSet(!existed))
-    }
-
-    fn alias_del(
-        &mut self,
-        r: &CatalogAliasDel,
-        now: u64,
-        txn: &mut Txn,
-    ) -> Result<Reply, RushError> {
-        let item = Item::Alias {
-            kind: &r.kind,
-            alias: &r.alias,
-        };
-        let hash = hash_item(&self.hasher, item);
-        if self.current(hash, item, now, txn)?.is_absent() {
-            return Ok(Reply::CatalogAliasDel(false));
-        }
-        txn.delete(keys::catalog_alias(
-            alias_slot(&r.kind, &r.alias),
-            &r.kind,
-            &r.alias,
-        ));
-        txn.require_sync();
-        self.stale += 1;
-        self.cache.insert(hash, item, Cached::Alias(None), now, 0);
-        Ok(Reply::CatalogAliasDel(true))
-    }
-
-    // ── admin ─────────────────────────────────────────────────────────────
-
-    /// Load this shard's share of `owners` into the cache. Not shed: an
-    /// operator asked for these reads.
-    fn warm(&mut self, r: &CatalogWarm, now: u64, txn: &Txn) -> Result<Reply, RushError> {
-        let mut reply = CatalogWarmReply::default();
-        for owner in &r.owners {
-            let slot = key_slot(owner);
-            if crate::shard::route::shard_of_slot(slot, self.shards) != self.shard
-                || !self.routing.owns(slot)
-            {
-                continue;
-            }
-            let item = Item::Owner(owner);
-            let hash = hash_item(&self.hasher, item);
-            let absent = if !self.bloom_maybe(hash) {
-                true
-            } else if let Some(i) = self.cache.lookup(hash, item, now) {
-                self.cache.entry(i).value.is_absent()
-            } else {
-                let value = self.load(item, txn)?;
-                let absent = value.is_absent();
-                self.metrics.catalog.warmed.inc();
-                self.cache.insert(hash, item, value, now, 0);
-                absent
-            };
-            if absent {
-                reply.absent += 1;
-            } else {
-                reply.loaded += 1;
-            }
-        }
-        Ok(Reply::CatalogWarm(reply))
     }
 
     fn refresh_gauges(&self) {
@@ -836,34 +327,5 @@ impl Catalog {
         g.bloom_stale.set(self.stale as i64);
         g.shedding.set(self.shedding() as i64);
         self.metrics.catalog.refresh_false_positive_rate();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The stored form is pinned: a change to the wire form of records must
-    /// not silently change what is on disk.
-    #[test]
-    fn stored_record_sets_are_pinned() {
-        let records = vec![Record::new("c1").attr("k", "v").valid(Some(1), None)];
-        let raw = encode_records(&records);
-        let expected: &[u8] = &[
-            0x30, 0, 0, 0, 0, 0, 0, 0, 0, // kind CATALOG_RECORDS, no expiry
-            1, // format
-            0, 0, 0, 1, // one record
-            0, 0, 0, 2, b'c', b'1', // id
-            0, 0, 0, 1, 0, 0, 0, 1, b'k', 0, 0, 0, 1, b'v', // k = v
-            1, 0, 0, 0, 0, 0, 0, 0, 1, // valid_from 1
-            0, // valid_to absent
-        ];
-        assert_eq!(raw, expected);
-        assert_eq!(decode_records(raw.clone().into()).unwrap(), records);
-        let mut wrong_format = raw.clone();
-        wrong_format[HEADER] = 2;
-        assert!(decode_records(wrong_format.into()).is_err());
-        assert!(decode_records(raw[..raw.len() - 1].to_vec().into()).is_err());
-        assert!(decode_records(value::encode(kind::STRING, 0, b"x").into()).is_err());
     }
 }

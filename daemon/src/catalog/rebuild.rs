@@ -1,19 +1,28 @@
-//! Building a shard's Bloom filter from storage.
+//! CATALOG_REBUILD, and building a shard's Bloom filter from storage.
 //!
 //! At start the whole filter is built before the shard serves anything. Later
-//! rebuilds (too many deleted owners still in the filter, an admin request)
-//! run in slices: each timer tick scans a few slots, so the shard keeps
-//! answering in between. While a rebuild runs, every insert goes to both the
-//! live filter and the one being built, so an owner added to an already
-//! scanned slot is not missed; one added to a slot not yet scanned is simply
-//! added twice (a no-op the second time). The scan runs between groups, so
-//! it sees every committed write and nothing uncommitted. When the last slot
-//! is done the new filter replaces the old one.
+//! rebuilds (too many deleted owners still in the filter, too many layers, an
+//! admin's CATALOG_REBUILD) run in slices: each timer tick scans a few slots,
+//! so the shard keeps answering in between. While a rebuild runs, every
+//! insert goes to both the live filter and the one being built, so an owner
+//! added to an already scanned slot is not missed; one added to a slot not
+//! yet scanned is simply added twice (a no-op the second time). The scan runs
+//! between groups, so it sees every committed write and nothing uncommitted.
+//! When the last slot is done the new filter replaces the old one.
 
 use super::bloom::ScalableBloom;
 use super::cache::Item;
-use crate::storage::keys::{self, CatalogKey};
+use super::{hash_item, Catalog};
+use crate::storage::keys;
 use crate::storage::{Storage, StorageError};
+use rush_protocol::{Reply, RushError};
+
+/// A filter with more layers than this is rebuilt into one (fewer probes).
+const MAX_LAYERS: usize = 4;
+/// Slots a background rebuild scans per tick at most: a seek per slot costs
+/// a few microseconds even when the slot is empty, so this bounds a tick's
+/// pause to a few milliseconds (a full pass over 16384 slots takes 16 ticks).
+const REBUILD_SLOTS_PER_TICK: usize = 1024;
 
 pub struct Rebuild {
     pub filter: ScalableBloom,
@@ -57,13 +66,10 @@ impl Rebuild {
             let (from, to) = keys::catalog_range(slot);
             let filter = &mut self.filter;
             storage.scan(shard, &from, &to, |k, _| {
-                let item = match keys::parse_catalog(k) {
-                    Some(CatalogKey::Records { owner }) => Item::Owner(owner),
-                    Some(CatalogKey::Alias { kind, alias }) => Item::Alias { kind, alias },
-                    None => return true,
-                };
-                filter.insert(hash(item));
-                read += 1;
+                if let Some(key) = keys::parse_catalog(k) {
+                    filter.insert(hash(key.into()));
+                    read += 1;
+                }
                 true
             })?;
             self.next += 1;
@@ -74,5 +80,117 @@ impl Rebuild {
         }
         self.scanned += read as u64;
         Ok(self.next > self.last as u32)
+    }
+}
+
+impl Catalog {
+    /// CATALOG_REBUILD: start a background rebuild; 1 when one started, 0
+    /// when one was running already.
+    pub(super) fn rebuild(&mut self) -> Result<Reply, RushError> {
+        Ok(Reply::CatalogRebuild(self.start_rebuild() as u64))
+    }
+
+    /// An empty filter sized for this shard's share of the expected items,
+    /// or for 1.5 × what it holds now if that is more (room to grow before
+    /// a second layer is needed).
+    pub(super) fn new_filter(&self) -> ScalableBloom {
+        let share = self.cfg.bloom_expected_items / self.shards.max(1) as u64;
+        let live = self.bloom.items().saturating_sub(self.stale);
+        ScalableBloom::new(
+            share.max(live.saturating_add(live / 2)).max(1),
+            self.cfg.bloom_fp_rate,
+        )
+    }
+
+    /// Build the filter from storage before the shard serves anything.
+    pub(super) fn build_filter(&mut self, storage: &Storage) {
+        let started = std::time::Instant::now();
+        let mut rb = Rebuild::new(self.new_filter(), self.first_slot, self.last_slot, 0);
+        let hasher = &self.hasher;
+        match rb.step(storage, self.shard, usize::MAX, usize::MAX, |i| {
+            hash_item(hasher, i)
+        }) {
+            Ok(_) => {
+                tracing::debug!(
+                    shard = self.shard,
+                    items = rb.scanned,
+                    ms = started.elapsed().as_millis() as u64,
+                    "catalog Bloom filter built"
+                );
+                self.bloom = rb.filter;
+                self.bloom_ready = true;
+            }
+            Err(e) => tracing::error!(
+                shard = self.shard,
+                error = %e,
+                "building the catalog Bloom filter failed; lookups skip it until a retry succeeds"
+            ),
+        }
+        self.refresh_gauges();
+    }
+
+    /// Timer: start a rebuild if one is due (or the filter was never
+    /// built), and advance the one running by a slice.
+    pub(super) fn rebuild_step(&mut self, storage: &Storage) {
+        if self.rebuild.is_none() && (!self.bloom_ready || self.needs_rebuild()) {
+            self.start_rebuild();
+        }
+        if let Some(rb) = self.rebuild.as_mut() {
+            let hasher = &self.hasher;
+            let budget = self.cfg.bloom_rebuild_keys_per_tick;
+            match rb.step(storage, self.shard, budget, REBUILD_SLOTS_PER_TICK, |i| {
+                hash_item(hasher, i)
+            }) {
+                Ok(true) => self.finish_rebuild(),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(shard = self.shard, error = %e, "catalog filter rebuild failed; retrying");
+                    self.rebuild = None;
+                }
+            }
+        }
+    }
+
+    fn needs_rebuild(&self) -> bool {
+        let stale = self.stale >= self.cfg.bloom_rebuild_min_stale
+            && self.stale as f64
+                >= self.cfg.bloom_rebuild_stale_fraction * self.bloom.items() as f64;
+        stale || self.bloom.layers() > MAX_LAYERS
+    }
+
+    /// Start a background rebuild unless one is running; true if started.
+    fn start_rebuild(&mut self) -> bool {
+        if self.rebuild.is_some() {
+            return false;
+        }
+        tracing::info!(
+            shard = self.shard,
+            items = self.bloom.items(),
+            stale = self.stale,
+            layers = self.bloom.layers(),
+            "rebuilding the catalog Bloom filter"
+        );
+        self.rebuild = Some(Rebuild::new(
+            self.new_filter(),
+            self.first_slot,
+            self.last_slot,
+            self.stale,
+        ));
+        true
+    }
+
+    fn finish_rebuild(&mut self) {
+        let Some(rb) = self.rebuild.take() else {
+            return;
+        };
+        self.stale = self.stale.saturating_sub(rb.stale_at_start);
+        self.bloom = rb.filter;
+        self.bloom_ready = true;
+        self.metrics.catalog.bloom_rebuilds.inc();
+        tracing::info!(
+            shard = self.shard,
+            items = self.bloom.items(),
+            "catalog Bloom filter rebuilt"
+        );
     }
 }

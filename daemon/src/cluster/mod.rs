@@ -206,7 +206,7 @@ impl Cluster {
             tracing::warn!(slot = rec.slot, target = %rec.target_id, "a slot move was interrupted; the slot stays frozen until it is resolved");
             routing.freeze(rec.slot);
         }
-        for (k, _) in storage.meta_scan(b"cluster/import/")? {
+        for (k, _) in storage.meta_scan(keys::meta::CLUSTER_IMPORT.as_bytes())? {
             tracing::info!(record = %String::from_utf8_lossy(&k), "an uncommitted import is on disk (invisible until its source commits or aborts it)");
         }
         let peers = Peers::new(

@@ -1,16 +1,22 @@
-//! The source side of a slot move: CLUSTER_MIGRATE, and the recovery of a
-//! move interrupted by a crash (see the module doc of `cluster`).
+//! The source side of a slot move: CLUSTER_MIGRATE (see the module doc of
+//! `cluster`). The copy is streamed by [`copy`]; a move whose outcome is
+//! unknown (a lost answer, a crash) is resolved by [`recover`].
+
+mod copy;
+mod recover;
+
+pub use recover::recover;
 
 use super::peer::{PeerConn, PeerError};
 use super::store::{MigrationRecord, Phase};
 use super::{blocking, conflict, shard_of, shard_op, storage_error};
 use crate::server::NodeShared;
 use crate::shard::SlotOp;
-use crate::storage::{keys, Storage, StorageError};
-use bytes::Bytes;
+use crate::storage::{keys, Storage};
+use copy::copy;
+use recover::resolve;
 use rush_protocol::cmd::{
-    ClusterMigrate, ClusterMigrateReply, ClusterSetMap, ClusterSlots, ImportPair, MigrateAbort,
-    MigrateCommit, MigrateImport, MigrateStatus, MigrationState,
+    ClusterMigrate, ClusterMigrateReply, ClusterSetMap, ClusterSlots, MigrateAbort, MigrateCommit,
 };
 use rush_protocol::{ErrorCode, RushError};
 use std::sync::atomic::Ordering;
@@ -152,7 +158,10 @@ pub async fn migrate(
 }
 
 /// Send `map` to every node but this one; the addresses that didn't take it.
-async fn push_map(node: &NodeShared, map: &rush_protocol::cmd::ClusterSlotsReply) -> Vec<String> {
+pub(super) async fn push_map(
+    node: &NodeShared,
+    map: &rush_protocol::cmd::ClusterSlotsReply,
+) -> Vec<String> {
     let c = &node.cluster;
     let mut failed = Vec::new();
     for n in &map.nodes {
@@ -357,220 +366,4 @@ async fn finish_roll_back(node: &NodeShared, rec: &MigrationRecord) {
     }
     node.cluster.routing.unfreeze(rec.slot);
     tracing::warn!(slot = rec.slot, to = %rec.target_id, "slot move rolled back; the slot is served here");
-}
-
-/// Ask the target whether import `rec.id` committed, aborting it if not.
-/// `Some(true)`: committed; `Some(false)`: it never will; `None`: no answer
-/// before `deadline`.
-async fn resolve(
-    node: &NodeShared,
-    rec: &MigrationRecord,
-    deadline: Option<Instant>,
-) -> Option<bool> {
-    let peers = &node.cluster.peers;
-    let status = MigrateStatus {
-        id: rec.id,
-        slot: rec.slot,
-    };
-    let mut wait = Duration::from_millis(100);
-    loop {
-        match peers.call(&rec.target_addr, &status).await {
-            Ok(MigrationState::Committed) => return Some(true),
-            Ok(_) => {
-                let abort = MigrateAbort {
-                    id: rec.id,
-                    slot: rec.slot,
-                };
-                match peers.call(&rec.target_addr, &abort).await {
-                    Ok(_) => return Some(false),
-                    // Committed after all (a delayed COMMIT got there first):
-                    // ask again.
-                    Err(PeerError::Server(e)) if e.code == ErrorCode::Conflict => continue,
-                    Err(e) => {
-                        tracing::warn!(slot = rec.slot, error = %e, "aborting the import failed; retrying")
-                    }
-                }
-            }
-            Err(e) => {
-                tracing::warn!(slot = rec.slot, target = %rec.target_addr, error = %e, "asking the target about a slot move failed; retrying")
-            }
-        }
-        if !node.ready.load(Ordering::SeqCst) {
-            return None;
-        }
-        if deadline.is_some_and(|d| Instant::now() + wait > d) {
-            return None;
-        }
-        tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(Duration::from_secs(2));
-    }
-}
-
-/// Resolve the move this node's record describes (after a restart, or when
-/// a move could not finish inline). Runs until resolved or shutdown.
-pub async fn recover(node: &Arc<NodeShared>) {
-    let c = &node.cluster;
-    let _moving = c.migrating.lock().await;
-    let mut wait = Duration::from_millis(200);
-    loop {
-        let storage = c.storage.clone();
-        let rec =
-            match blocking(move || MigrationRecord::load(&storage).map_err(storage_error)).await {
-                Ok(None) => return,
-                Ok(Some(rec)) => rec,
-                Err(e) => {
-                    tracing::error!(error = %e, "reading the migration record failed");
-                    tokio::time::sleep(wait).await;
-                    continue;
-                }
-            };
-        tracing::info!(slot = rec.slot, phase = ?rec.phase, target = %rec.target_id, "resolving an interrupted slot move");
-        let outcome = match rec.phase {
-            // COMMIT was never sent: the target can't have the slot.
-            Phase::Copy => Some(false),
-            Phase::Commit => resolve(node, &rec, None).await,
-        };
-        match outcome {
-            Some(true) => match release(node, &rec).await {
-                Ok(_) => {
-                    node.metrics.cluster.slots_migrated.inc();
-                    let map = c.routing.map();
-                    let unsynced = push_map(node, &map.map).await;
-                    if !unsynced.is_empty() {
-                        tracing::warn!(?unsynced, "nodes that did not take the new map");
-                    }
-                    return;
-                }
-                Err(e) => {
-                    tracing::error!(slot = rec.slot, error = %e, "finishing the slot move failed; retrying")
-                }
-            },
-            Some(false) => {
-                roll_back(node, &rec, &mut None).await;
-                return;
-            }
-            None => {}
-        }
-        if !node.ready.load(Ordering::SeqCst) {
-            return;
-        }
-        tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(Duration::from_secs(5));
-    }
-}
-
-/// Step 2: stream the slot's range to the target. Returns (chunks, pairs,
-/// bytes) as the target must have received them.
-async fn copy(
-    node: &NodeShared,
-    conn: &mut PeerConn,
-    rec: &MigrationRecord,
-) -> Result<(u32, u64, u64), PeerError> {
-    let c = &node.cluster;
-    let slot = rec.slot;
-    let shard = shard_of(node, slot);
-    let (start, end) = keys::slot_range(slot);
-    let mut cursor = Some(Cursor {
-        key: start,
-        offset: 0,
-    });
-    let (max_keys, max_bytes) = (c.config.migrate_chunk_keys, c.config.migrate_chunk_bytes);
-    let (mut seq, mut pairs_sent, mut bytes_sent) = (0u32, 0u64, 0u64);
-    while let Some(cur) = cursor.take() {
-        let storage = c.storage.clone();
-        let end = end.clone();
-        let first = seq == 0;
-        let (mut pairs, next) = tokio::task::spawn_blocking(move || {
-            let mut pairs = Vec::new();
-            if first {
-                if let Some((k, v)) = crate::links::export_extras(&storage, shard, slot)? {
-                    pairs.push(ImportPair {
-                        key: Bytes::from(k),
-                        value: Bytes::from(v),
-                        append: false,
-                    });
-                }
-            }
-            let next = read_chunk(&storage, shard, &cur, &end, max_keys, max_bytes, &mut pairs)?;
-            Ok::<_, StorageError>((pairs, next))
-        })
-        .await
-        .map_err(|e| PeerError::Unreachable(format!("read task: {e}")))?
-        .map_err(|e| PeerError::Unreachable(format!("reading slot {slot}: {e}")))?;
-        let n = pairs.len() as u64;
-        bytes_sent += pairs
-            .iter()
-            .map(|p| (p.key.len() + p.value.len()) as u64)
-            .sum::<u64>();
-        let chunk = MigrateImport {
-            id: rec.id,
-            slot,
-            seq,
-            from: c.node_id.clone(),
-            pairs: std::mem::take(&mut pairs),
-        };
-        conn.call(&chunk).await?;
-        c.crash_point("source-after-chunk");
-        seq += 1;
-        pairs_sent += n;
-        cursor = next;
-    }
-    Ok((seq, pairs_sent, bytes_sent))
-}
-
-/// Where the next chunk starts: a key, and how much of its value was sent.
-struct Cursor {
-    key: Vec<u8>,
-    offset: usize,
-}
-
-/// Read one chunk from `cur` (up to `max_keys` pairs and about `max_bytes`;
-/// a value larger than that goes in parts, one per chunk). Returns where
-/// the next chunk starts, or `None` at the end of the slot.
-fn read_chunk(
-    storage: &Storage,
-    shard: usize,
-    cur: &Cursor,
-    end: &[u8],
-    max_keys: usize,
-    max_bytes: usize,
-    pairs: &mut Vec<ImportPair>,
-) -> Result<Option<Cursor>, StorageError> {
-    let mut size = pairs
-        .iter()
-        .map(|p| p.key.len() + p.value.len())
-        .sum::<usize>();
-    let mut next = None;
-    storage.scan(shard, &cur.key, end, |k, v| {
-        let offset = if k == cur.key.as_slice() {
-            cur.offset
-        } else {
-            0
-        };
-        let rest = &v[offset.min(v.len())..];
-        if !pairs.is_empty() && (pairs.len() >= max_keys || size + k.len() + rest.len() > max_bytes)
-        {
-            next = Some(Cursor {
-                key: k.to_vec(),
-                offset,
-            });
-            return false;
-        }
-        let part = &rest[..rest.len().min(max_bytes)];
-        size += k.len() + part.len();
-        pairs.push(ImportPair {
-            key: Bytes::copy_from_slice(k),
-            value: Bytes::copy_from_slice(part),
-            append: offset > 0,
-        });
-        if part.len() < rest.len() {
-            next = Some(Cursor {
-                key: k.to_vec(),
-                offset: offset + part.len(),
-            });
-            return false;
-        }
-        true
-    })?;
-    Ok(next)
 }

@@ -38,9 +38,8 @@ pub async fn import(node: &Arc<NodeShared>, req: MigrateImport) -> Result<u64, R
     if c.routing.owns(slot) {
         return Err(conflict(format!("slot {slot} is already this node's")));
     }
-    let prefix = slot.to_be_bytes();
     for p in &req.pairs {
-        if p.key.len() < 3 || p.key[..2] != prefix {
+        if keys::split(&p.key).map(|(s, _, _)| s) != Some(slot) {
             return Err(RushError::bad_request(format!(
                 "a key of the import is not in slot {slot}"
             )));

@@ -8,7 +8,7 @@
 
 use super::record::{self, EnvelopeRecord, GrabRecord, RefundRecord};
 use super::{storage_error, Envelopes};
-use crate::storage::keys;
+use crate::storage::keys::{self, envelope::EnvelopeKey};
 use hashbrown::{HashMap, HashSet};
 use rush_protocol::cmd::{envelope_day, envelope_slot, EnvelopeAuditReply};
 use rush_protocol::limits::MAX_AUDIT_PROBLEMS;
@@ -77,36 +77,37 @@ impl Envelopes {
         // Envelopes, each followed by its grabs.
         let mut current: Option<Open> = None;
         self.scan_keyspace(keys::ks::ENVELOPE, |slot, k, v| {
-            let Some(&tag) = k.get(keys::envelope::GRAB_USER_OFFSET - 1) else {
-                a.problem(format!("slot {slot}: short envelope key {k:02x?}"));
-                return;
-            };
-            let id = u64::from_be_bytes(k[4..12].try_into().expect("8 bytes"));
-            if tag == keys::envelope::RECORD {
-                if let Some(done) = current.take() {
-                    finish(done, &mut pending, &refunds, a);
-                }
-                match EnvelopeRecord::decode(v) {
-                    Ok(rec) => {
-                        if envelope_day(id) != k[3] || envelope_slot(id) != slot {
-                            a.problem(format!(
-                                "envelope {id}: stored under slot {slot} day {}",
-                                k[3]
-                            ));
-                        }
-                        current = Some(Open {
-                            id,
-                            rec,
-                            grabs_sum: 0,
-                            grabs: 0,
-                            seqs: HashSet::new(),
-                        });
+            let (id, user) = match keys::envelope::parse(k) {
+                Some(EnvelopeKey::Grab { id, user, .. }) => (id, user),
+                Some(EnvelopeKey::Record { day, id }) => {
+                    if let Some(done) = current.take() {
+                        finish(done, &mut pending, &refunds, a);
                     }
-                    Err(e) => a.problem(format!("envelope {id}: {e}")),
+                    match EnvelopeRecord::decode(v) {
+                        Ok(rec) => {
+                            if envelope_day(id) != day || envelope_slot(id) != slot {
+                                a.problem(format!(
+                                    "envelope {id}: stored under slot {slot} day {day}"
+                                ));
+                            }
+                            current = Some(Open {
+                                id,
+                                rec,
+                                grabs_sum: 0,
+                                grabs: 0,
+                                seqs: HashSet::new(),
+                            });
+                        }
+                        Err(e) => a.problem(format!("envelope {id}: {e}")),
+                    }
+                    return;
                 }
-                return;
-            }
-            let user = String::from_utf8_lossy(&k[keys::envelope::GRAB_USER_OFFSET..]);
+                None => {
+                    a.problem(format!("slot {slot}: unreadable envelope key {k:02x?}"));
+                    return;
+                }
+            };
+            let user = String::from_utf8_lossy(user);
             let Some(open) = current.as_mut().filter(|o| o.id == id) else {
                 a.problem(format!(
                     "envelope {id}: grab by {user:?} without its envelope"

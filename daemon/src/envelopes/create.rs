@@ -2,7 +2,7 @@
 
 use super::days::{day_of_month, epoch_day, DAY_MS};
 use super::record::{self, EnvelopeRecord, IdempotencyRecord};
-use super::{corrupt, storage_error, Envelopes, Live, SEQUENCE_KIND};
+use super::{corrupt, storage_error, Envelopes, Live};
 use crate::segments::{Segments, SeqSpec};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
@@ -80,7 +80,7 @@ impl Envelopes {
         };
 
         let spec = SeqSpec {
-            kind: SEQUENCE_KIND,
+            kind: keys::seq::ENVELOPE_ID,
             step: self.cfg.id_step,
             limit: MAX_ENVELOPE_SEQ,
         };

@@ -1,19 +1,14 @@
-//! ENVELOPE_GRAB and ENVELOPE_INFO.
+//! ENVELOPE_GRAB: one user's share of an envelope, exactly once; and the
+//! admission control that answers a grab at intake when memory knows the
+//! answer.
 
 use super::record::{self, GrabRecord};
 use super::split::next_share;
-use super::{known_outcome, Envelopes};
+use super::{EnvelopeMetrics, Envelopes, Live};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
-use rush_protocol::cmd::{
-    envelope_day, envelope_slot, EnvelopeGrab, EnvelopeGrabReply, EnvelopeGrabbed, EnvelopeInfo,
-    EnvelopeInfoReply, EnvelopeState,
-};
-use rush_protocol::{Reply, RushError};
-
-fn not_found(id: u64) -> RushError {
-    RushError::not_found(format!("no envelope {id}"))
-}
+use rush_protocol::cmd::{envelope_day, envelope_slot, EnvelopeGrab, EnvelopeGrabReply};
+use rush_protocol::{ErrorCode, Reply, RushError};
 
 impl Envelopes {
     /// One grab, in the envelope's turn on its shard. The grab record, the
@@ -25,11 +20,8 @@ impl Envelopes {
         now: u64,
         txn: &mut Txn,
     ) -> Result<Reply, RushError> {
-        if !self.ensure_cached(r.id, txn)? {
-            return Err(not_found(r.id));
-        }
-        let live = self.cache.get_mut(&r.id).expect("cached above");
-        live.touched = now;
+        self.open(r.id, now, txn)?;
+        let live = self.cache.get_mut(&r.id).expect("opened above");
         if let Some(answer) = known_outcome(live, &r.user, now, &self.metrics.envelopes) {
             return answer;
         }
@@ -74,49 +66,63 @@ impl Envelopes {
         }))
     }
 
-    pub(super) fn info(
+    /// Admission control, at intake (before queueing): answer a grab at once
+    /// when memory already knows the answer — a repeat, an empty or an
+    /// expired envelope — and BUSY when `queued` grabs already wait for this
+    /// envelope. `None`: queue it. Never touches storage. What memory holds
+    /// here is committed (groups commit before the next intake), so these
+    /// answers are as durable as the ones they repeat.
+    pub(super) fn admit_grab(
         &mut self,
-        r: &EnvelopeInfo,
+        r: &EnvelopeGrab,
+        queued: usize,
         now: u64,
-        txn: &mut Txn,
-    ) -> Result<Reply, RushError> {
-        if !self.ensure_cached(r.id, txn)? {
-            return Err(not_found(r.id));
+    ) -> Option<Result<Reply, RushError>> {
+        if let Some(live) = self.cache.get(&r.id) {
+            if let Some(answer) = known_outcome(live, &r.user, now, &self.metrics.envelopes) {
+                return Some(answer);
+            }
         }
-        let live = self.cache.get_mut(&r.id).expect("cached above");
-        live.touched = now;
-        let rec = &live.rec;
-        let state = if rec.remaining_count == 0 {
-            EnvelopeState::Empty
-        } else if rec.refund_stamp != 0 {
-            EnvelopeState::Refunded
-        } else if now >= rec.expires_at {
-            EnvelopeState::Expired
-        } else {
-            EnvelopeState::Open
-        };
-        let mut grabs: Vec<_> = live.grabs.iter().collect();
-        grabs.sort_unstable_by_key(|(_, g)| g.seq);
-        Ok(Reply::EnvelopeInfo(EnvelopeInfoReply {
-            id: r.id,
-            sender: bytes::Bytes::copy_from_slice(&rec.sender),
-            mode: rec.mode,
-            state,
-            total_cents: rec.total,
-            remaining_cents: rec.remaining,
-            refunded_cents: rec.refunded,
-            count: rec.count,
-            grabbed: rec.grabbed(),
-            created_at_ms: rec.created_at,
-            expires_at_ms: rec.expires_at,
-            grabs: grabs
-                .into_iter()
-                .map(|(user, g)| EnvelopeGrabbed {
-                    user: bytes::Bytes::copy_from_slice(user),
-                    amount_cents: g.amount,
-                    at_ms: g.at,
-                })
-                .collect(),
-        }))
+        if queued >= self.cfg.max_queued_grabs {
+            self.m().grab_busy.inc();
+            return Some(Err(RushError::busy(format!(
+                "{queued} grabs are already queued for envelope {}; retry shortly",
+                r.id
+            ))));
+        }
+        None
     }
+}
+
+/// The answer to a grab that needs no write: a repeat, EMPTY, EXPIRED.
+fn known_outcome(
+    live: &Live,
+    user: &[u8],
+    now: u64,
+    m: &EnvelopeMetrics,
+) -> Option<Result<Reply, RushError>> {
+    if let Some(g) = live.grabs.get(user) {
+        m.grab_dup.inc();
+        return Some(Ok(Reply::EnvelopeGrab(
+            rush_protocol::cmd::EnvelopeGrabReply {
+                amount_cents: g.amount,
+                repeated: true,
+            },
+        )));
+    }
+    if live.rec.remaining_count == 0 {
+        m.grab_empty.inc();
+        return Some(Err(RushError::new(
+            ErrorCode::Empty,
+            "every share of this envelope has been grabbed",
+        )));
+    }
+    if live.rec.refund_stamp != 0 || now >= live.rec.expires_at {
+        m.grab_expired.inc();
+        return Some(Err(RushError::new(
+            ErrorCode::Expired,
+            "this envelope has expired",
+        )));
+    }
+    None
 }

@@ -35,6 +35,8 @@ pub mod config;
 mod create;
 pub mod days;
 mod grab;
+mod info;
+mod load;
 pub mod metrics;
 pub mod record;
 mod refunds;
@@ -48,35 +50,24 @@ pub use refunds::merge_refunds;
 
 use crate::metrics::Metrics;
 use crate::services::Registration;
-use crate::shard::route::shard_of_slot;
 use crate::shard::service::{Cx, ShardService};
 use crate::shard::txn::Txn;
-use crate::storage::keys;
-use crate::storage::{Storage, StorageError};
+use crate::shard::ShardContext;
+use crate::storage::Storage;
 use days::Days;
 use hashbrown::HashMap;
 use rand::rngs::SmallRng;
 use record::{EnvelopeRecord, GrabRecord};
 use refunds::StreamEntry;
-use rush_protocol::cmd::{envelope_day, envelope_slot, EnvelopeGrab, RefundCursor};
-use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, Service, SLOTS};
+use rush_protocol::cmd::RefundCursor;
+use rush_protocol::{Opcode, Reply, Request, RushError, Service};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 pub const REGISTRATION: Registration = Registration {
     service: Service::Envelopes,
-    build: |ctx, shard| {
-        Ok(Box::new(Envelopes::new(
-            shard,
-            ctx.config.shard_count(),
-            ctx.config.envelopes.clone(),
-            ctx.storage.clone(),
-            ctx.metrics.clone(),
-            ctx.envelopes.clone(),
-            ctx.routing.clone(),
-        )))
-    },
+    build: |ctx, shard| Ok(Box::new(Envelopes::new(ctx, shard))),
     combine,
 };
 
@@ -133,9 +124,6 @@ impl ShardService for Envelopes {
         self.slots_dropped(slots);
     }
 }
-
-/// The id sequence's kind byte in `keys::sequence` (envelope range 0x40).
-pub const SEQUENCE_KIND: u8 = 0x40;
 
 /// Envelope state shared by a node's shards: one atomic (no lock).
 #[derive(Debug, Default)]
@@ -204,15 +192,10 @@ fn corrupt(e: impl std::fmt::Display) -> RushError {
 }
 
 impl Envelopes {
-    pub fn new(
-        shard: usize,
-        shards: usize,
-        cfg: EnvelopeConfig,
-        storage: Arc<Storage>,
-        metrics: Arc<Metrics>,
-        shared: Arc<Shared>,
-        routing: Arc<crate::cluster::routing::Routing>,
-    ) -> Self {
+    /// Shard `shard`'s envelope service (its indexes load at the first
+    /// request or timer run).
+    pub fn new(ctx: &ShardContext, shard: usize) -> Self {
+        let metrics = ctx.metrics.clone();
         // The backlog series exists from the start (alerts read it).
         metrics
             .envelopes
@@ -220,13 +203,13 @@ impl Envelopes {
             .with_label_values(&[&shard.to_string()])
             .set(0);
         Envelopes {
-            routing,
+            routing: ctx.routing.clone(),
             shard,
-            shards,
-            cfg,
-            storage,
+            shards: ctx.config.shard_count(),
+            cfg: ctx.config.envelopes.clone(),
+            storage: ctx.storage.clone(),
             metrics,
-            shared,
+            shared: ctx.envelopes.clone(),
             cache: HashMap::new(),
             expiries: BTreeSet::new(),
             stream: BTreeMap::new(),
@@ -264,33 +247,6 @@ impl Envelopes {
                 other.opcode().name()
             ))),
         }
-    }
-
-    /// Admission control, at intake (before queueing): answer a grab at once
-    /// when memory already knows the answer — a repeat, an empty or an
-    /// expired envelope — and BUSY when `queued` grabs already wait for this
-    /// envelope. `None`: queue it. Never touches storage. What memory holds
-    /// here is committed (groups commit before the next intake), so these
-    /// answers are as durable as the ones they repeat.
-    fn admit_grab(
-        &mut self,
-        r: &EnvelopeGrab,
-        queued: usize,
-        now: u64,
-    ) -> Option<Result<Reply, RushError>> {
-        if let Some(live) = self.cache.get(&r.id) {
-            if let Some(answer) = known_outcome(live, &r.user, now, &self.metrics.envelopes) {
-                return Some(answer);
-            }
-        }
-        if queued >= self.cfg.max_queued_grabs {
-            self.m().grab_busy.inc();
-            return Some(Err(RushError::busy(format!(
-                "{queued} grabs are already queued for envelope {}; retry shortly",
-                r.id
-            ))));
-        }
-        None
     }
 
     /// Timers: refunds of expired envelopes, then retention, then cache
@@ -334,202 +290,6 @@ impl Envelopes {
         }
     }
 
-    /// This shard's slots (contiguous).
-    fn slots(&self) -> impl Iterator<Item = u16> + use<> {
-        let (shard, shards) = (self.shard, self.shards);
-        (0..SLOTS).filter(move |&s| shard_of_slot(s, shards) == shard)
-    }
-
-    fn ensure_loaded(&mut self) -> Result<(), RushError> {
-        if self.loaded {
-            return Ok(());
-        }
-        self.reload().map_err(storage_error)?;
-        self.loaded = true;
-        Ok(())
-    }
-
-    /// Visit every key of keyspace `ks` in this shard's slots that this node
-    /// owns, in order.
-    /// Empty slots cost nothing: each scan runs on to the shard's end and
-    /// stops at the first key outside the keyspace, whose slot is where the
-    /// next scan starts, so a shard costs one seek per slot that has data.
-    fn scan_keyspace(
-        &self,
-        ks: u8,
-        mut f: impl FnMut(u16, &[u8], &[u8]),
-    ) -> Result<(), StorageError> {
-        let mut slots = self.slots();
-        let Some(first) = slots.next() else {
-            return Ok(());
-        };
-        let last = slots.last().unwrap_or(first);
-        let end = keys::slot_range(last).1;
-        let mut slot = first;
-        loop {
-            let (from, to) = keys::keyspace_range(slot, ks);
-            let mut next = None;
-            let owned = self.routing.owns(slot);
-            self.storage.scan(self.shard, &from, &end, |k, v| {
-                if k < to.as_slice() {
-                    if owned {
-                        f(slot, k, v);
-                    }
-                    true
-                } else {
-                    next = keys::slot_of(k);
-                    false
-                }
-            })?;
-            slot = match next {
-                Some(n) if n > slot => n,
-                Some(_) if slot < last => slot + 1,
-                _ => return Ok(()),
-            };
-        }
-    }
-
-    /// Rebuild the indexes from storage: pending expiries (and money in
-    /// flight), the refund stream and its stamp floor, the day markers.
-    /// Touches only open envelopes, unacknowledged refunds and day markers,
-    /// never the envelopes' bulk. A record that doesn't decode is logged and
-    /// skipped (the audit reports it) rather than stopping the service.
-    fn reload(&mut self) -> Result<(), StorageError> {
-        self.cache.clear();
-        let mut expiries = BTreeSet::new();
-        let mut stream = BTreeMap::new();
-        let mut days = Days::default();
-        let mut in_flight = 0u64;
-        let mut floor = 0u64;
-        let mut last_stamp = 0u64;
-        let shard = self.shard;
-        let skip = |what: &str, k: &[u8], e: &dyn std::fmt::Display| {
-            tracing::error!(shard, key = ?k, error = %e, "unreadable envelope {what}; skipped");
-        };
-        self.scan_keyspace(keys::ks::ENVELOPE_PENDING, |_, k, v| {
-            match (keys::envelope::parse_pending(k), record::decode_pending(v)) {
-                (Some(entry), Ok(remaining)) => {
-                    expiries.insert(entry);
-                    in_flight = in_flight.saturating_add(remaining);
-                }
-                (_, Err(e)) => skip("pending entry", k, &e),
-                (None, _) => skip("pending entry", k, &"bad key"),
-            }
-        })?;
-        self.scan_keyspace(keys::ks::ENVELOPE_REFUND, |_, k, v| {
-            match (
-                keys::envelope::parse_refund(k),
-                record::RefundRecord::decode(v),
-            ) {
-                (Some((stamp, id)), Ok(r)) => {
-                    last_stamp = last_stamp.max(stamp);
-                    stream.insert(
-                        RefundCursor { stamp, id },
-                        StreamEntry {
-                            amount: r.amount,
-                            refunded_at: r.refunded_at,
-                            sender: r.sender,
-                        },
-                    );
-                }
-                (_, Err(e)) => skip("refund", k, &e),
-                (None, _) => skip("refund", k, &"bad key"),
-            }
-        })?;
-        self.scan_keyspace(keys::ks::ENVELOPE_DAY, |slot, k, v| {
-            match (keys::envelope::parse_day_marker(k), record::decode_day(v)) {
-                (Some(day), Ok(first)) => days.insert(slot, day, first),
-                (_, Err(e)) => skip("day marker", k, &e),
-                (None, _) => skip("day marker", k, &"bad key"),
-            }
-        })?;
-        self.expiries = expiries;
-        self.stream = stream;
-        self.days = days;
-        // Floors promised by any shard (of any past shard count).
-        for i in 0..crate::config::MAX_SHARDS {
-            if let Some(raw) = self
-                .storage
-                .meta_get(&keys::meta::envelope_refund_floor(i))?
-            {
-                if let Ok(b) = <[u8; 8]>::try_from(raw.as_slice()) {
-                    floor = floor.max(u64::from_be_bytes(b));
-                }
-            }
-        }
-        self.stamp_floor = self.stamp_floor.max(floor).max(last_stamp);
-        self.shared
-            .highest_stamp
-            .fetch_max(last_stamp, Ordering::SeqCst);
-        self.floor_promise = self.floor_promise.max(floor);
-        let gauge = &self.metrics.envelopes.in_flight_cents;
-        gauge.sub(self.in_flight as i64);
-        gauge.add(in_flight as i64);
-        self.in_flight = in_flight;
-        tracing::debug!(
-            shard = self.shard,
-            open = self.expiries.len(),
-            refunds = self.stream.len(),
-            days = self.days.len(),
-            "envelope indexes loaded"
-        );
-        Ok(())
-    }
-
-    /// Make sure the envelope is in memory, loading its books and grabs on
-    /// first touch. False: no such envelope (never created, removed by
-    /// retention, or an id that is not a valid envelope id of this shard).
-    /// Callers then use `self.cache` directly, so the borrow of the entry
-    /// stays apart from the other fields (metrics, rng).
-    fn ensure_cached(&mut self, id: u64, txn: &Txn) -> Result<bool, RushError> {
-        if self.cache.contains_key(&id) {
-            return Ok(true);
-        }
-        let slot = envelope_slot(id);
-        let day = envelope_day(id);
-        if !(1..=31).contains(&day) || shard_of_slot(slot, self.shards) != self.shard {
-            return Ok(false);
-        }
-        // Through the txn: an envelope created earlier in this group is in
-        // the cache already, so a miss here is committed state, and its
-        // grabs can be read straight from storage.
-        let Some(raw) = txn
-            .get(&keys::envelope::record(slot, day, id))
-            .map_err(storage_error)?
-        else {
-            return Ok(false);
-        };
-        let rec = EnvelopeRecord::decode(&raw).map_err(corrupt)?;
-        let mut grabs = HashMap::with_capacity(rec.grabbed() as usize);
-        let from = keys::envelope::grab(slot, day, id, b"");
-        let (_, to) = keys::envelope::envelope_range(slot, day, id);
-        let mut bad = None;
-        self.storage
-            .scan(self.shard, &from, &to, |k, v| {
-                match GrabRecord::decode(v) {
-                    Ok(g) => {
-                        let user = &k[keys::envelope::GRAB_USER_OFFSET..];
-                        grabs.insert(user.into(), g);
-                    }
-                    Err(e) => bad = Some(e),
-                }
-                bad.is_none()
-            })
-            .map_err(storage_error)?;
-        if let Some(e) = bad {
-            return Err(corrupt(e));
-        }
-        self.cache.insert(
-            id,
-            Live {
-                rec,
-                grabs,
-                touched: 0,
-            },
-        );
-        Ok(true)
-    }
-
     fn money_in(&mut self, cents: u64) {
         self.in_flight = self.in_flight.saturating_add(cents);
         self.metrics.envelopes.in_flight_cents.add(cents as i64);
@@ -539,39 +299,6 @@ impl Envelopes {
         self.in_flight = self.in_flight.saturating_sub(cents);
         self.metrics.envelopes.in_flight_cents.sub(cents as i64);
     }
-}
-
-/// The answer to a grab that needs no write: a repeat, EMPTY, EXPIRED.
-fn known_outcome(
-    live: &Live,
-    user: &[u8],
-    now: u64,
-    m: &EnvelopeMetrics,
-) -> Option<Result<Reply, RushError>> {
-    if let Some(g) = live.grabs.get(user) {
-        m.grab_dup.inc();
-        return Some(Ok(Reply::EnvelopeGrab(
-            rush_protocol::cmd::EnvelopeGrabReply {
-                amount_cents: g.amount,
-                repeated: true,
-            },
-        )));
-    }
-    if live.rec.remaining_count == 0 {
-        m.grab_empty.inc();
-        return Some(Err(RushError::new(
-            ErrorCode::Empty,
-            "every share of this envelope has been grabbed",
-        )));
-    }
-    if live.rec.refund_stamp != 0 || now >= live.rec.expires_at {
-        m.grab_expired.inc();
-        return Some(Err(RushError::new(
-            ErrorCode::Expired,
-            "this envelope has expired",
-        )));
-    }
-    None
 }
 
 /// Merge the per-shard answers of ENVELOPE_REFUNDS_ACK and ENVELOPE_AUDIT.

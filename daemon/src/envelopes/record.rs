@@ -3,7 +3,8 @@
 //! state of its books (EXPIRED, refund), not absence; whole days go by
 //! retention instead. Only idempotency keys use the TTL header.
 
-use crate::storage::value::{self, kind, Corrupt, Cursor, Stored};
+use crate::storage::keys::kind;
+use crate::storage::value::{self, Corrupt, Cursor, Stored};
 use rush_protocol::cmd::EnvelopeMode;
 
 const FORMAT: u8 = 1;

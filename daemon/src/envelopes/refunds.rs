@@ -108,7 +108,7 @@ impl Envelopes {
         now: u64,
         txn: &mut Txn,
     ) -> Result<(), RushError> {
-        if !self.ensure_cached(id, txn)? {
+        if !self.ensure_cached(id, None, txn)? {
             // Gone (retention) or never committed: nothing to refund.
             let slot = envelope_slot(id);
             txn.delete(keys::envelope::pending(slot, expires_at, id));

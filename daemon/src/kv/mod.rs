@@ -1,17 +1,30 @@
 //! Generic keys: strings, integers-as-strings and small hashes, with TTLs, and
 //! BATCH/CHECK for atomic check-then-write in one slot. Every key lives under
 //! `keys::kv(slot, key)`; a value's kind (string or hash) is in its header.
+//!
+//! One file per request, named as in `rush_protocol::cmd`.
 
 mod batch;
 mod check;
-mod hashes;
-mod strings;
+mod del;
+mod exists;
+mod expire;
+mod get;
+mod hdel;
+mod hget;
+mod hgetall;
+mod hincrby;
+mod hset;
+mod incrby;
+mod set;
+mod ttl;
 
 use crate::services::{no_broadcast, Registration};
 use crate::shard::service::{Cx, ShardService};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
-use crate::storage::value::{self, kind, Hash, Stored};
+use crate::storage::keys::kind;
+use crate::storage::value::{self, Hash, Stored};
 use bytes::Bytes;
 use rush_protocol::{Reply, Request, RushError, Service};
 
@@ -110,6 +123,15 @@ impl Kv {
         }
     }
 
+    /// The hash at `key` (empty when missing) and its expiry.
+    fn load_hash(&self, key: &[u8], now: u64, txn: &Txn) -> Result<(Hash, u64), RushError> {
+        match self.load(key, now, txn)? {
+            Entry::Missing => Ok((Hash::new(), 0)),
+            Entry::Hash { expires_at, fields } => Ok((fields, expires_at)),
+            Entry::String { .. } => Err(RushError::wrong_type("hash operation on a string")),
+        }
+    }
+
     pub(crate) fn store_string(&self, key: &[u8], expires_at: u64, v: &[u8], txn: &mut Txn) {
         let skey = keys::kv(rush_protocol::key_slot(key), key);
         txn.put(skey, value::encode(kind::STRING, expires_at, v));
@@ -153,6 +175,15 @@ impl Kv {
         if self.durable {
             txn.require_sync();
         }
+    }
+}
+
+/// Absolute expiry `ttl_ms` after `now` (0 = never).
+fn expiry(now: u64, ttl_ms: u64) -> u64 {
+    if ttl_ms == 0 {
+        0
+    } else {
+        now.saturating_add(ttl_ms)
     }
 }
 

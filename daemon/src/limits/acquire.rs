@@ -1,13 +1,12 @@
 //! LIMIT_ACQUIRE: check every rule for every item, then count all or nothing.
 
 use super::counter::Counter;
-use super::order::{sorted_items, OrderRecord, Touched};
+use super::order::{sorted_items, Lines, OrderRecord, Touched};
 use super::policy::{CompiledRule, Pos};
 use super::Limits;
 use crate::shard::txn::Txn;
-use crate::storage::keys;
 use rush_protocol::cmd::{AcquireReply, Allowance, LimitAcquire, Scope};
-use rush_protocol::{key_slot, ErrorCode, ErrorDetail, Reply, RushError};
+use rush_protocol::{ErrorCode, ErrorDetail, Reply, RushError};
 
 /// One counter the order touches, read and checked before anything is
 /// written.
@@ -28,12 +27,10 @@ impl Limits {
         now: u64,
         txn: &mut Txn,
     ) -> Result<Reply, RushError> {
-        let policy = self.policy(&r.policy)?;
-        let slot = key_slot(&r.user);
-        let order_key = keys::limit_order(slot, &r.user, &r.policy, &r.order_id);
+        let (policy, at) = self.order(&r.user, &r.policy, &r.order_id)?;
 
         // A known order id: the first answer, nothing counted.
-        if let Some(order) = OrderRecord::load(txn, &order_key, now)? {
+        if let Some(order) = OrderRecord::load(txn, &at.record, now)? {
             if order.items != sorted_items(&r.items) {
                 policy.metrics.conflict.inc();
                 return Err(RushError::new(
@@ -51,8 +48,7 @@ impl Limits {
         }
 
         // Read and check every counter first; write only if all pass.
-        let prefix = keys::limit_counters(slot, &r.user, &r.policy);
-        let order_qty: u64 = r.items.iter().map(|i| i.qty).sum();
+        let lines = Lines::new(&r.items);
         let mut steps: Vec<Step> = Vec::with_capacity(policy.rules.len() * r.items.len());
         let mut touched = Vec::with_capacity(policy.rules.len());
         for rule in &policy.rules {
@@ -62,16 +58,7 @@ impl Limits {
                 scope: rule.scope,
                 window: pos.id(),
             });
-            let lines = match rule.scope {
-                Scope::Item => r.items.len(),
-                Scope::Total => 1,
-            };
-            for line in 0..lines {
-                let (item, qty) = match rule.scope {
-                    Scope::Item => (r.items[line].item.as_str(), r.items[line].qty),
-                    Scope::Total => ("", order_qty),
-                };
-                let key = keys::limit_counter(&prefix, &rule.name, item);
+            for (item, qty, key) in lines.counters(&at.counters, &rule.name, rule.scope) {
                 let counter = Counter::load(txn, &key, now)?;
                 let current = counter.count_at(&pos);
                 if current
@@ -117,7 +104,7 @@ impl Limits {
             touched,
             reply: OrderRecord::reply_bytes(&reply),
         };
-        txn.put(order_key, record.encode());
+        txn.put(at.record, record.encode());
         if !policy.relaxed() {
             txn.require_sync();
         }

@@ -14,7 +14,8 @@
 
 use super::policy::Pos;
 use crate::shard::txn::Txn;
-use crate::storage::value::{self, kind, Corrupt, Stored};
+use crate::storage::keys::kind;
+use crate::storage::value::{self, Corrupt, Stored};
 use rush_protocol::RushError;
 
 const WINDOWED: u8 = 1;

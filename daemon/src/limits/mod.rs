@@ -32,6 +32,7 @@ use crate::services::Registration;
 use crate::shard::service::{Cx, ShardService};
 use crate::storage::Storage;
 use hashbrown::HashMap;
+use order::OrderKeys;
 use policy::Policy;
 use rush_protocol::cmd::{LimitPolicySet, PolicyDef, PolicyListReply, PolicySetReply};
 use rush_protocol::limits::MAX_POLICIES;
@@ -136,6 +137,16 @@ impl Limits {
             .map_err(RushError::bad_request)?;
         let policy = self.policies[r.policy.name.as_str()].def.clone();
         Ok(Reply::LimitPolicySet(PolicySetReply { created, policy }))
+    }
+
+    /// The policy an order names, and where the order is kept.
+    fn order(
+        &self,
+        user: &[u8],
+        policy: &str,
+        order_id: &str,
+    ) -> Result<(&Policy, OrderKeys), RushError> {
+        Ok((self.policy(policy)?, OrderKeys::of(user, policy, order_id)))
     }
 
     /// The policy a request names; an unknown one is BAD_REQUEST (the request

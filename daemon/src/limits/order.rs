@@ -9,10 +9,12 @@
 
 use super::counter::{corrupt, storage_error};
 use crate::shard::txn::Txn;
-use crate::storage::value::{self, kind, Corrupt, Cursor, Stored};
+use crate::storage::keys;
+use crate::storage::keys::kind;
+use crate::storage::value::{self, Corrupt, Cursor, Stored};
 use bytes::{Bytes, BytesMut};
 use rush_protocol::cmd::{AcquireReply, OrderItem, Scope};
-use rush_protocol::{RushError, Wire};
+use rush_protocol::{key_slot, RushError, Wire};
 
 const ACQUIRED: u8 = 1;
 const RELEASED: u8 = 2;
@@ -42,6 +44,62 @@ pub fn sorted_items(items: &[OrderItem]) -> Vec<OrderItem> {
     let mut v = items.to_vec();
     v.sort_unstable_by(|a, b| a.item.cmp(&b.item));
     v
+}
+
+/// Where one order of a user under a policy is kept, all in the user's
+/// slot: the order's record, and the prefix of the user's counters under
+/// the policy.
+pub struct OrderKeys {
+    pub record: Vec<u8>,
+    pub counters: Vec<u8>,
+}
+
+impl OrderKeys {
+    pub fn of(user: &[u8], policy: &str, order_id: &str) -> OrderKeys {
+        let slot = key_slot(user);
+        OrderKeys {
+            record: keys::limit_order(slot, user, policy, order_id),
+            counters: keys::limit_counters(slot, user, policy),
+        }
+    }
+}
+
+/// An order's lines as the rules count them.
+pub struct Lines<'a> {
+    items: &'a [OrderItem],
+    /// The whole order's quantity (what a total rule counts).
+    total: u64,
+}
+
+impl<'a> Lines<'a> {
+    pub fn new(items: &'a [OrderItem]) -> Lines<'a> {
+        Lines {
+            items,
+            total: items.iter().map(|i| i.qty).sum(),
+        }
+    }
+
+    /// The counters a rule of `scope` counts the order in, as (item,
+    /// quantity, counter key under `prefix`): one per line for an item rule,
+    /// one with item "" and the whole quantity for a total rule.
+    pub fn counters<'r>(
+        &'r self,
+        prefix: &'r [u8],
+        rule: &'r str,
+        scope: Scope,
+    ) -> impl Iterator<Item = (&'a str, u64, Vec<u8>)> + 'r {
+        let lines = match scope {
+            Scope::Item => self.items.len(),
+            Scope::Total => 1,
+        };
+        (0..lines).map(move |line| {
+            let (item, qty) = match scope {
+                Scope::Item => (self.items[line].item.as_str(), self.items[line].qty),
+                Scope::Total => ("", self.total),
+            };
+            (item, qty, keys::limit_counter(prefix, rule, item))
+        })
+    }
 }
 
 impl OrderRecord {

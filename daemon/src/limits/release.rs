@@ -1,12 +1,12 @@
 //! LIMIT_RELEASE: give an order's counts back, once.
 
 use super::counter::{corrupt, storage_error, Counter};
-use super::order::OrderRecord;
+use super::order::{Lines, OrderRecord};
 use super::Limits;
 use crate::shard::txn::Txn;
-use crate::storage::{keys, value};
-use rush_protocol::cmd::{LimitRelease, ReleaseReply, Scope};
-use rush_protocol::{key_slot, Reply, RushError};
+use crate::storage::value;
+use rush_protocol::cmd::{LimitRelease, ReleaseReply};
+use rush_protocol::{Reply, RushError};
 
 impl Limits {
     /// The order record says which counters were counted in which window;
@@ -21,10 +21,8 @@ impl Limits {
         now: u64,
         txn: &mut Txn,
     ) -> Result<Reply, RushError> {
-        let policy = self.policy(&r.policy)?;
-        let slot = key_slot(&r.user);
-        let order_key = keys::limit_order(slot, &r.user, &r.policy, &r.order_id);
-        let Some(mut order) = OrderRecord::load(txn, &order_key, now)? else {
+        let (policy, at) = self.order(&r.user, &r.policy, &r.order_id)?;
+        let Some(mut order) = OrderRecord::load(txn, &at.record, now)? else {
             policy.metrics.release_not_found.inc();
             return Err(RushError::not_found(format!(
                 "no order {:?} for this user under policy {:?} (never acquired, or no longer remembered)",
@@ -39,19 +37,9 @@ impl Limits {
             }));
         }
 
-        let prefix = keys::limit_counters(slot, &r.user, &r.policy);
-        let order_qty: u64 = order.items.iter().map(|i| i.qty).sum();
+        let lines = Lines::new(&order.items);
         for t in &order.touched {
-            let lines = match t.scope {
-                Scope::Item => order.items.len(),
-                Scope::Total => 1,
-            };
-            for line in 0..lines {
-                let (item, qty) = match t.scope {
-                    Scope::Item => (order.items[line].item.as_str(), order.items[line].qty),
-                    Scope::Total => ("", order_qty),
-                };
-                let key = keys::limit_counter(&prefix, &t.rule, item);
+            for (_, qty, key) in lines.counters(&at.counters, &t.rule, t.scope) {
                 let Some(raw) = txn.get(&key).map_err(storage_error)? else {
                     continue;
                 };
@@ -64,7 +52,7 @@ impl Limits {
             }
         }
         order.released = true;
-        txn.put(order_key, order.encode());
+        txn.put(at.record, order.encode());
         if !policy.relaxed() {
             txn.require_sync();
         }

@@ -7,7 +7,7 @@ use crate::shard::txn::Txn;
 use crate::storage::keys;
 use rush_protocol::cmd::links::code::generated_parts;
 use rush_protocol::cmd::LinkDelete;
-use rush_protocol::{link_slot, Reply, RushError};
+use rush_protocol::{Reply, RushError};
 
 impl Links {
     pub(super) fn delete(
@@ -17,11 +17,10 @@ impl Links {
         txn: &mut Txn,
     ) -> Result<Reply, RushError> {
         let code = r.code.as_bytes();
-        let slot = link_slot(code);
-        let Some(link) = self.load(slot, code, now, txn)? else {
+        let Some(link) = self.find(&r.code, now, txn)? else {
             return Ok(Reply::LinkDelete(false));
         };
-        let rec = &link.record;
+        let (slot, rec) = (link.slot, &link.record);
         txn.delete(keys::link(slot, code));
         txn.delete(keys::link_stats(slot, code));
         if rec.has(FLAG_REUSE_INDEXED) {

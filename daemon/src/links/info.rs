@@ -6,7 +6,7 @@ use super::Links;
 use crate::shard::txn::Txn;
 use bytes::Bytes;
 use rush_protocol::cmd::{LinkInfo, LinkInfoReply};
-use rush_protocol::{link_slot, Reply, RushError};
+use rush_protocol::{Reply, RushError};
 
 impl Links {
     pub(super) fn info(
@@ -16,11 +16,8 @@ impl Links {
         txn: &mut Txn,
     ) -> Result<Reply, RushError> {
         let code = r.code.as_bytes();
-        let slot = link_slot(code);
-        let Some(link) = self.load(slot, code, now, txn)? else {
-            return Err(RushError::not_found(format!("no link {:?}", r.code)));
-        };
-        let mut stats = load_stats(slot, code, txn)?;
+        let link = self.live(&r.code, now, txn)?;
+        let mut stats = load_stats(link.slot, code, txn)?;
         let today = day_of(now);
         if let Some(p) = self.visits.pending(code) {
             p.merge_into(&mut stats, today);

@@ -23,14 +23,13 @@ use super::scramble::Scrambler;
 use crate::kv::storage_error;
 use crate::segments::{Segments, SeqSpec};
 use crate::shard::txn::Txn;
-use crate::storage::value::{self, kind};
+use crate::storage::keys::kind;
+use crate::storage::value;
 use crate::storage::{keys, StorageError};
 use hashbrown::{HashMap, HashSet};
 use rush_protocol::cmd::links::code::{codes_per_slot, generated_parts, MIN_CODE_LEN};
 use rush_protocol::{Code, ErrorCode, RushError};
 
-/// Sequence kinds of short codes: this plus the length (0x15–0x18).
-pub const SEQ_KIND_BASE: u8 = 0x10;
 /// Free codes collected per recycling scan: enough for a batch of issues,
 /// small enough to keep in memory per slot.
 const RECYCLE_TARGET: usize = 256;
@@ -104,7 +103,7 @@ impl Issuer {
         let sc = load(&mut self.slots, slot, txn).map_err(storage_error)?;
         if sc.recycle[idx].is_none() {
             let spec = SeqSpec {
-                kind: SEQ_KIND_BASE + len,
+                kind: keys::seq::link_code(len),
                 step,
                 limit: n,
             };

@@ -39,11 +39,12 @@ use crate::services::{no_broadcast, Registration};
 use crate::shard::service::{Cx, ShardService};
 use crate::shard::txn::Txn;
 use crate::shard::ShardContext;
-use crate::storage::value::{self, kind, Stored};
+use crate::storage::keys::kind;
+use crate::storage::value::{self, Stored};
 use crate::storage::{keys, Storage, StorageError};
 use issue::{Issued, Issuer};
 use record::LinkRecord;
-use rush_protocol::{Reply, Request, RushError, Service};
+use rush_protocol::{link_slot, Reply, Request, RushError, Service};
 use scramble::Scrambler;
 use std::sync::Arc;
 use validate::UrlRules;
@@ -153,6 +154,8 @@ pub struct Links {
 
 /// A live link as read from storage.
 struct Loaded {
+    /// The slot its code lives in (`link_slot(code)`).
+    slot: u16,
     record: LinkRecord,
     expires_at: u64,
     /// The stored value, for rewrites that only move the expiry.
@@ -209,7 +212,18 @@ impl Links {
         &self.metrics.links
     }
 
-    /// The live link under `code`, if any.
+    /// The live link a request names by `code`, if any.
+    fn find(&self, code: &str, now: u64, txn: &Txn) -> Result<Option<Loaded>, RushError> {
+        let code = code.as_bytes();
+        self.load(link_slot(code), code, now, txn)
+    }
+
+    /// The live link a request names by `code`, or NOT_FOUND.
+    fn live(&self, code: &str, now: u64, txn: &Txn) -> Result<Loaded, RushError> {
+        self.find(code, now, txn)?.ok_or_else(|| no_link(code))
+    }
+
+    /// The live link under `code` in `slot`, if any.
     fn load(
         &self,
         slot: u16,
@@ -233,6 +247,7 @@ impl Links {
         let record = LinkRecord::decode(stored.payload).map_err(corrupt)?;
         let expires_at = stored.expires_at;
         Ok(Some(Loaded {
+            slot,
             record,
             expires_at,
             raw,
@@ -273,6 +288,11 @@ impl Links {
             .and_then(|raw| Stored::decode(raw).ok().map(|s| s.payload == code))
             .unwrap_or(false))
     }
+}
+
+/// NOT_FOUND for a code that names no live link.
+fn no_link(code: &str) -> RushError {
+    RushError::not_found(format!("no link {code:?}"))
 }
 
 fn corrupt(e: impl std::fmt::Display) -> RushError {

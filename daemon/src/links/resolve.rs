@@ -1,12 +1,13 @@
 //! LINK_RESOLVE: the target, a counted visit and the sliding expiry.
 
 use super::record::{FLAG_PERMANENT, FLAG_REUSE_INDEXED};
-use super::{with_expiry, Links};
+use super::{no_link, with_expiry, Links};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
-use crate::storage::value::{self, kind};
+use crate::storage::keys::kind;
+use crate::storage::value;
 use rush_protocol::cmd::{LinkResolve, ResolveReply};
-use rush_protocol::{link_slot, Reply, RushError};
+use rush_protocol::{Reply, RushError};
 
 impl Links {
     pub(super) fn resolve(
@@ -16,12 +17,11 @@ impl Links {
         txn: &mut Txn,
     ) -> Result<Reply, RushError> {
         let code = r.code.as_bytes();
-        let slot = link_slot(code);
-        let Some(link) = self.load(slot, code, now, txn)? else {
+        let Some(link) = self.find(&r.code, now, txn)? else {
             self.metrics.links.resolve_miss.inc();
-            return Err(RushError::not_found(format!("no link {:?}", r.code)));
+            return Err(no_link(&r.code));
         };
-        let rec = &link.record;
+        let (slot, rec) = (link.slot, &link.record);
         let mut expires_at = link.expires_at;
         if rec.ttl_ms > 0 {
             // Slide: the visit pushes the expiry to now + TTL, but the link is

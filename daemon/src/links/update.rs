@@ -5,9 +5,10 @@ use super::visits::{load_stats, store_stats};
 use super::{expiry, Links};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
-use crate::storage::value::{self, kind};
+use crate::storage::keys::kind;
+use crate::storage::value;
 use rush_protocol::cmd::{AppLinkChange, LinkUpdate};
-use rush_protocol::{link_slot, Reply, RushError};
+use rush_protocol::{Reply, RushError};
 
 impl Links {
     pub(super) fn update(
@@ -17,10 +18,8 @@ impl Links {
         txn: &mut Txn,
     ) -> Result<Reply, RushError> {
         let code = r.code.as_bytes();
-        let slot = link_slot(code);
-        let Some(link) = self.load(slot, code, now, txn)? else {
-            return Err(RushError::not_found(format!("no link {:?}", r.code)));
-        };
+        let link = self.live(&r.code, now, txn)?;
+        let slot = link.slot;
         if let Some(url) = &r.url {
             self.rules.check_target("url", url)?;
         }

@@ -18,7 +18,8 @@ use super::record::Stats;
 use crate::kv::storage_error;
 use crate::shard::txn::Txn;
 use crate::storage::keys;
-use crate::storage::value::{self, kind, Stored};
+use crate::storage::keys::kind;
+use crate::storage::value::{self, Stored};
 use hashbrown::HashMap;
 use rush_protocol::{link_slot, RushError};
 

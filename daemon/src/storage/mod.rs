@@ -13,19 +13,22 @@
 //! [`Clock`], so TTL costs nothing on the write path and disk is reclaimed in
 //! the background; readers must still treat expired values as absent.
 
+mod layout;
+mod ttl;
+
 pub mod keys;
 pub mod value;
+
+use keys::cf;
+use ttl::TtlFilterFactory;
 
 use crate::clock::Clock;
 use crate::config::StorageConfig;
 use crate::metrics::local::Counter;
-use rocksdb::compaction_filter::{CompactionFilter, Decision};
-use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBPinnableSlice, Direction,
     IteratorMode, Options, ReadOptions, WriteOptions, DB,
 };
-use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -33,11 +36,6 @@ pub use rocksdb::WriteBatch;
 
 /// A raw key and value.
 pub type RawPair = (Vec<u8>, Vec<u8>);
-
-pub const META_CF: &str = "meta";
-const LAYOUT_FORMAT: u8 = 1;
-/// Keys moved per atomic batch while rebalancing shards.
-const REBALANCE_CHUNK: usize = 10_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -47,15 +45,6 @@ pub enum StorageError {
     Corrupt(#[from] value::Corrupt),
     #[error("data directory {dir}: {message}")]
     Layout { dir: PathBuf, message: String },
-}
-
-/// The column family of shard `i`.
-pub fn shard_cf_name(i: usize) -> String {
-    format!("shard-{i}")
-}
-
-fn parse_shard_cf(name: &str) -> Option<usize> {
-    name.strip_prefix("shard-")?.parse().ok()
 }
 
 /// Counters the metrics endpoint reads (per shard: every shard counts on
@@ -90,43 +79,6 @@ pub struct Storage {
     /// The memtable is one skiplist per slot (see [`Storage::scan`]).
     slot_memtable: bool,
     pub stats: StorageStats,
-}
-
-/// Drops expired values. One filter per compaction run, with "now" read once
-/// when the run starts (the factory itself holds only the shared clock).
-struct TtlFilterFactory {
-    clock: Clock,
-}
-
-struct TtlFilter {
-    now_ms: u64,
-}
-
-impl CompactionFilter for TtlFilter {
-    fn filter(&mut self, _level: u32, _key: &[u8], value: &[u8]) -> Decision {
-        match value::expiry_of(value) {
-            Some(at) if !value::is_live(at, self.now_ms) => Decision::Remove,
-            _ => Decision::Keep,
-        }
-    }
-
-    fn name(&self) -> &CStr {
-        c"rush-ttl"
-    }
-}
-
-impl CompactionFilterFactory for TtlFilterFactory {
-    type Filter = TtlFilter;
-
-    fn create(&mut self, _context: CompactionFilterContext) -> TtlFilter {
-        TtlFilter {
-            now_ms: self.clock.now_ms(),
-        }
-    }
-
-    fn name(&self) -> &CStr {
-        c"rush-ttl-factory"
-    }
 }
 
 impl Storage {
@@ -192,10 +144,10 @@ impl Storage {
         } else {
             Vec::new()
         };
-        let mut names: Vec<String> = vec![META_CF.to_string()];
-        names.extend((0..shards).map(shard_cf_name));
+        let mut names: Vec<String> = vec![cf::META.to_string()];
+        names.extend((0..shards).map(cf::shard));
         for name in &existing {
-            if name != "default" && !names.contains(name) {
+            if name != cf::DEFAULT && !names.contains(name) {
                 names.push(name.clone());
             }
         }
@@ -207,9 +159,9 @@ impl Storage {
             o.set_write_buffer_size(1 << 20);
             o
         };
-        let mut descriptors = vec![ColumnFamilyDescriptor::new("default", small())];
+        let mut descriptors = vec![ColumnFamilyDescriptor::new(cf::DEFAULT, small())];
         for name in &names {
-            let opts = if name == META_CF {
+            let opts = if name == cf::META {
                 small()
             } else {
                 shard_opts()
@@ -220,63 +172,11 @@ impl Storage {
 
         let mut sync_opts = WriteOptions::default();
         sync_opts.set_sync(true);
-        let layout = read_layout(&db)?;
-        let stale: Vec<usize> = names.iter().filter_map(|n| parse_shard_cf(n)).collect();
-        match layout {
-            Some(Layout {
-                shards: old,
-                rebalancing: false,
-            }) if old == shards && stale.iter().all(|&i| i < shards) => {}
-            Some(layout) => {
-                tracing::warn!(
-                    from = layout.shards,
-                    to = shards,
-                    dir = %dir.display(),
-                    "data directory was written with another shard count: rebalancing"
-                );
-                write_layout(
-                    &db,
-                    &sync_opts,
-                    Layout {
-                        shards: layout.shards,
-                        rebalancing: true,
-                    },
-                )?;
-                let moved = rebalance(&db, &stale, shards, &sync_opts)?;
-                for i in stale.iter().copied().filter(|&i| i >= shards) {
-                    db.drop_cf(&shard_cf_name(i))?;
-                }
-                write_layout(
-                    &db,
-                    &sync_opts,
-                    Layout {
-                        shards,
-                        rebalancing: false,
-                    },
-                )?;
-                tracing::warn!(moved, shards, "rebalancing finished");
-            }
-            None => {
-                if existing.iter().any(|n| parse_shard_cf(n).is_some()) {
-                    return Err(StorageError::Layout {
-                        dir,
-                        message: "has shard data but no layout record; refusing to guess".into(),
-                    });
-                }
-                write_layout(
-                    &db,
-                    &sync_opts,
-                    Layout {
-                        shards,
-                        rebalancing: false,
-                    },
-                )?;
-            }
-        }
+        layout::settle(&mut db, &names, &existing, shards, &sync_opts, &dir)?;
 
         Ok(Storage {
             db: Arc::new(db),
-            shard_cfs: (0..shards).map(shard_cf_name).collect(),
+            shard_cfs: (0..shards).map(cf::shard).collect(),
             dir,
             sync_opts,
             relaxed_opts: WriteOptions::default(),
@@ -302,7 +202,7 @@ impl Storage {
 
     fn meta_cf(&self) -> &ColumnFamily {
         self.db
-            .cf_handle(META_CF)
+            .cf_handle(cf::META)
             .expect("meta column family exists")
     }
 
@@ -355,18 +255,11 @@ impl Storage {
         if !self.slot_memtable {
             return self.scan_one(shard, from, to, false, &mut f).map(|_| ());
         }
-        let slot_at = |k: &[u8]| -> u32 {
-            match k {
-                [a, b, ..] => u32::from(u16::from_be_bytes([*a, *b])),
-                [a] => u32::from(*a) << 8,
-                [] => 0,
-            }
-        };
-        let first = slot_at(from).min(u32::from(rush_protocol::SLOTS) - 1);
-        let last = slot_at(to).min(u32::from(rush_protocol::SLOTS) - 1);
+        let first = keys::slot_of_bound(from).min(u32::from(rush_protocol::SLOTS) - 1);
+        let last = keys::slot_of_bound(to).min(u32::from(rush_protocol::SLOTS) - 1);
         for slot in first..=last {
-            let start = (slot as u16).to_be_bytes();
-            let next = ((slot + 1) as u16).to_be_bytes();
+            let start = keys::slot_prefix(slot as u16);
+            let next = keys::slot_prefix((slot + 1) as u16);
             let lo: &[u8] = if from > &start[..] { from } else { &start };
             let hi: &[u8] = if to < &next[..] { to } else { &next };
             if !self.scan_one(shard, lo, hi, true, &mut f)? {
@@ -485,79 +378,4 @@ impl Storage {
         }
         Ok(())
     }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Layout {
-    shards: usize,
-    /// Set while keys are being moved; a restart finishes the move.
-    rebalancing: bool,
-}
-
-fn read_layout(db: &DB) -> Result<Option<Layout>, StorageError> {
-    let cf = db.cf_handle(META_CF).expect("meta column family exists");
-    let Some(raw) = db.get_cf(cf, keys::meta::LAYOUT)? else {
-        return Ok(None);
-    };
-    if raw.len() != 6 || raw[0] != LAYOUT_FORMAT {
-        return Err(value::Corrupt(format!("layout record {raw:?}")).into());
-    }
-    Ok(Some(Layout {
-        shards: u32::from_be_bytes(raw[1..5].try_into().expect("4 bytes")) as usize,
-        rebalancing: raw[5] != 0,
-    }))
-}
-
-fn write_layout(db: &DB, sync: &WriteOptions, layout: Layout) -> Result<(), StorageError> {
-    let cf = db.cf_handle(META_CF).expect("meta column family exists");
-    let mut raw = vec![LAYOUT_FORMAT];
-    raw.extend_from_slice(&(layout.shards as u32).to_be_bytes());
-    raw.push(layout.rebalancing as u8);
-    let mut b = WriteBatch::default();
-    b.put_cf(cf, keys::meta::LAYOUT, raw);
-    db.write_opt(b, sync)?;
-    Ok(())
-}
-
-/// Move every key whose slot now belongs to another shard. Each chunk puts
-/// the keys into their new column family and deletes them from the old one in
-/// one atomic, synced batch: idempotent, so an interrupted run is finished by
-/// the next start.
-fn rebalance(
-    db: &DB,
-    cfs: &[usize],
-    shards: usize,
-    sync: &WriteOptions,
-) -> Result<u64, StorageError> {
-    let mut moved = 0u64;
-    for &from in cfs {
-        let from_cf = db.cf_handle(&shard_cf_name(from)).expect("opened above");
-        let mut batch = WriteBatch::default();
-        let mut n = 0u64;
-        // The iterator reads a snapshot, so writing chunks while iterating is safe.
-        let mut ro = ReadOptions::default();
-        ro.set_total_order_seek(true);
-        for item in db.iterator_cf_opt(from_cf, ro, IteratorMode::Start) {
-            let (k, v) = item?;
-            let Some(slot) = keys::slot_of(&k) else {
-                continue;
-            };
-            let to = crate::shard::route::shard_of_slot(slot, shards);
-            if to == from {
-                continue;
-            }
-            let to_cf = db
-                .cf_handle(&shard_cf_name(to))
-                .expect("all target shards opened");
-            batch.put_cf(to_cf, &k, &v);
-            batch.delete_cf(from_cf, &k);
-            n += 1;
-            if (n as usize).is_multiple_of(REBALANCE_CHUNK) {
-                db.write_opt(std::mem::take(&mut batch), sync)?;
-            }
-        }
-        db.write_opt(batch, sync)?;
-        moved += n;
-    }
-    Ok(moved)
 }

@@ -5,53 +5,13 @@
 //! every read can treat an expired value as absent. Every value written to a
 //! shard column family must have this header — the filter reads bytes 1..9 of
 //! whatever it finds.
+//!
+//! The kind byte's table is `keys::kind`, beside the keyspaces it is stored
+//! in (all key and value layout is in `keys`).
 
 use std::collections::BTreeMap;
 
 pub const HEADER: usize = 9;
-
-/// Value kinds (ranges as for keyspaces: 0x01–0x0f core, 0x10 links, 0x20
-/// limits, 0x30 catalog, 0x40 envelopes). A read of the wrong kind is WRONG_TYPE (generic keys) or a
-/// corruption (service keyspaces).
-pub mod kind {
-    pub const STRING: u8 = 1;
-    pub const HASH: u8 = 2;
-    /// An ID sequence's high-water mark (`u64`).
-    pub const SEQUENCE: u8 = 3;
-
-    // ── purchase limits ──────────────────────────────────────────────────
-    /// A purchase-limit count (see `limits::counter`).
-    pub const LIMIT_COUNTER: u8 = 0x20;
-    /// A purchase-limit order record (see `limits::order`).
-    pub const LIMIT_ORDER: u8 = 0x21;
-    /// A catalog owner's record set (see `catalog`, "Storage").
-    pub const CATALOG_RECORDS: u8 = 0x30;
-    /// A catalog alias: the owner's bytes.
-    pub const CATALOG_ALIAS: u8 = 0x31;
-    /// A red envelope's books (see `envelopes::record`).
-    pub const ENVELOPE: u8 = 0x40;
-    /// One grab of an envelope.
-    pub const ENVELOPE_GRAB: u8 = 0x41;
-    /// One refund in the refund stream.
-    pub const ENVELOPE_REFUND: u8 = 0x42;
-    /// An open envelope's expiry entry (payload: remaining cents).
-    pub const ENVELOPE_PENDING: u8 = 0x43;
-    /// The first envelope id of a slot's calendar day.
-    pub const ENVELOPE_DAY: u8 = 0x44;
-    /// A create idempotency key's envelope and arguments.
-    pub const ENVELOPE_IDEMPOTENCY: u8 = 0x45;
-    // Short links (see `links::record`).
-    /// A link record; the header's expiry is the link's.
-    pub const LINK: u8 = 0x10;
-    /// A reuse index entry (the code); expires with its link.
-    pub const LINK_REUSE: u8 = 0x11;
-    /// A generated-code index reserved by an alias (the alias); no expiry.
-    pub const LINK_RESERVED: u8 = 0x12;
-    /// A link's visit statistics; expires with its link.
-    pub const LINK_STATS: u8 = 0x13;
-    /// A moved slot's code-scrambling key (16 bytes); no expiry.
-    pub const LINK_CODE_KEY: u8 = 0x14;
-}
 
 #[derive(Debug, thiserror::Error)]
 #[error("stored value is corrupt: {0}")]
@@ -220,6 +180,7 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::keys::kind;
 
     #[test]
     fn header_round_trip() {

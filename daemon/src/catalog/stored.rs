@@ -1,0 +1,155 @@
+//! What the catalog keeps in storage (see the module doc, "Storage"): an
+//! owner's record set as one value under `keys::catalog_records`, an alias
+//! under `keys::catalog_alias` on the alias's own slot. Their encodings,
+//! the read of one item, and the write of a record set.
+
+use super::cache::{Cached, Item};
+use super::{corrupt, storage_error, too_large, Catalog};
+use crate::shard::txn::Txn;
+use crate::storage::keys;
+use crate::storage::keys::kind;
+use crate::storage::value::{self, Stored, HEADER};
+use bytes::{BufMut, Bytes};
+use rush_protocol::cmd::{alias_slot, CatalogQueryReply, Record};
+use rush_protocol::limits::MAX_OWNER_BYTES;
+use rush_protocol::{key_slot, RushError, Wire, WriteExt};
+
+/// Format byte after the value header of a stored record set.
+const RECORDS_FORMAT: u8 = 1;
+
+/// The storage key of an owner's record set (in the owner's slot).
+pub(super) fn owner_key(owner: &[u8]) -> Vec<u8> {
+    keys::catalog_records(key_slot(owner), owner)
+}
+
+/// The storage key of an alias (in the alias's slot).
+pub(super) fn alias_key(kind: &[u8], alias: &[u8]) -> Vec<u8> {
+    keys::catalog_alias(alias_slot(kind, alias), kind, alias)
+}
+
+/// A stored record set: header (kind CATALOG_RECORDS, no expiry), format
+/// byte, then `list<record>` exactly as on the wire (PROTOCOL.md), sorted by
+/// record id.
+pub(super) fn encode_records(records: &[Record]) -> Vec<u8> {
+    let mut body = bytes::BytesMut::new();
+    body.put_u8(RECORDS_FORMAT);
+    // The same bytes as `CatalogQueryReply::encode`, without building one.
+    body.put_count(records.len());
+    for r in records {
+        r.encode(&mut body);
+    }
+    value::encode(kind::CATALOG_RECORDS, 0, &body)
+}
+
+/// Decode a stored record set. The records are slices of one buffer, so a
+/// cached set is one allocation, not one per string.
+pub(super) fn decode_records(raw: Bytes) -> Result<Vec<Record>, RushError> {
+    let stored = Stored::decode(&raw).map_err(corrupt)?;
+    if stored.kind != kind::CATALOG_RECORDS || stored.payload.first() != Some(&RECORDS_FORMAT) {
+        return Err(corrupt(format!(
+            "kind {} format {:?}",
+            stored.kind,
+            stored.payload.first()
+        )));
+    }
+    let body = raw.slice(HEADER + 1..);
+    CatalogQueryReply::decode_body(body)
+        .map(|r| r.records)
+        .map_err(corrupt)
+}
+
+/// Payload bytes of a stored set (what `MAX_OWNER_BYTES` bounds).
+fn payload_len(value: &[u8]) -> usize {
+    value.len() - HEADER - 1
+}
+
+impl Catalog {
+    /// Read an item from storage (through the group, so earlier writes of
+    /// this group are seen).
+    pub(super) fn load(&self, item: Item, txn: &Txn) -> Result<Cached, RushError> {
+        match item {
+            Item::Owner(owner) => match txn.get(&owner_key(owner)).map_err(storage_error)? {
+                None => Ok(Cached::Records(Vec::new())),
+                Some(raw) => decode_records(raw).map(Cached::Records),
+            },
+            Item::Alias { kind: k, alias } => {
+                match txn.get(&alias_key(k, alias)).map_err(storage_error)? {
+                    None => Ok(Cached::Alias(None)),
+                    Some(raw) => {
+                        let stored = Stored::decode(&raw).map_err(corrupt)?;
+                        if stored.kind != kind::CATALOG_ALIAS {
+                            return Err(corrupt(format!("alias of kind {}", stored.kind)));
+                        }
+                        Ok(Cached::Alias(Some(Bytes::copy_from_slice(stored.payload))))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stage an owner's new record set (all checks passed) and write it
+    /// through to the filter and the cache.
+    pub(super) fn store_records(
+        &mut self,
+        hash: u64,
+        owner: &[u8],
+        records: Vec<Record>,
+        now: u64,
+        txn: &mut Txn,
+    ) -> Result<(), RushError> {
+        let key = owner_key(owner);
+        let records = if records.is_empty() {
+            txn.delete(key);
+            self.stale += 1;
+            records
+        } else {
+            let value = encode_records(&records);
+            if payload_len(&value) > MAX_OWNER_BYTES {
+                return Err(too_large(format!(
+                    "the owner's records would take {} bytes, over the limit of {MAX_OWNER_BYTES}",
+                    payload_len(&value)
+                )));
+            }
+            // Cache a compact copy (one buffer) rather than records that
+            // point into request frames and older sets.
+            let value = Bytes::from(value);
+            let compact = decode_records(value.clone())?;
+            txn.put(key, value);
+            self.bloom_insert(hash);
+            compact
+        };
+        txn.require_sync();
+        self.cache
+            .insert(hash, Item::Owner(owner), Cached::Records(records), now, 0);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stored form is pinned: a change to the wire form of records must
+    /// not silently change what is on disk.
+    #[test]
+    fn stored_record_sets_are_pinned() {
+        let records = vec![Record::new("c1").attr("k", "v").valid(Some(1), None)];
+        let raw = encode_records(&records);
+        let expected: &[u8] = &[
+            0x30, 0, 0, 0, 0, 0, 0, 0, 0, // kind CATALOG_RECORDS, no expiry
+            1, // format
+            0, 0, 0, 1, // one record
+            0, 0, 0, 2, b'c', b'1', // id
+            0, 0, 0, 1, 0, 0, 0, 1, b'k', 0, 0, 0, 1, b'v', // k = v
+            1, 0, 0, 0, 0, 0, 0, 0, 1, // valid_from 1
+            0, // valid_to absent
+        ];
+        assert_eq!(raw, expected);
+        assert_eq!(decode_records(raw.clone().into()).unwrap(), records);
+        let mut wrong_format = raw.clone();
+        wrong_format[HEADER] = 2;
+        assert!(decode_records(wrong_format.into()).is_err());
+        assert!(decode_records(raw[..raw.len() - 1].to_vec().into()).is_err());
+        assert!(decode_records(value::encode(kind::STRING, 0, b"x").into()).is_err());
+    }
+}

@@ -1,0 +1,235 @@
+//! What the envelope service loads from storage: its indexes (pending
+//! expiries, the refund stream, day markers) at the first request or timer
+//! run and again after a failed commit, and one envelope's books and grabs
+//! on first touch.
+
+use super::days::Days;
+use super::record::{self, EnvelopeRecord, GrabRecord};
+use super::refunds::StreamEntry;
+use super::{corrupt, storage_error, Envelopes, Live};
+use crate::shard::route::shard_of_slot;
+use crate::shard::txn::Txn;
+use crate::storage::{keys, StorageError};
+use hashbrown::HashMap;
+use rush_protocol::cmd::{envelope_day, envelope_slot, RefundCursor};
+use rush_protocol::{RushError, SLOTS};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+
+impl Envelopes {
+    /// This shard's slots (contiguous).
+    fn slots(&self) -> impl Iterator<Item = u16> + use<> {
+        let (shard, shards) = (self.shard, self.shards);
+        (0..SLOTS).filter(move |&s| shard_of_slot(s, shards) == shard)
+    }
+
+    pub(super) fn ensure_loaded(&mut self) -> Result<(), RushError> {
+        if self.loaded {
+            return Ok(());
+        }
+        self.reload().map_err(storage_error)?;
+        self.loaded = true;
+        Ok(())
+    }
+
+    /// Visit every key of keyspace `ks` in this shard's slots that this node
+    /// owns, in order.
+    /// Empty slots cost nothing: each scan runs on to the shard's end and
+    /// stops at the first key outside the keyspace, whose slot is where the
+    /// next scan starts, so a shard costs one seek per slot that has data.
+    pub(super) fn scan_keyspace(
+        &self,
+        ks: u8,
+        mut f: impl FnMut(u16, &[u8], &[u8]),
+    ) -> Result<(), StorageError> {
+        let mut slots = self.slots();
+        let Some(first) = slots.next() else {
+            return Ok(());
+        };
+        let last = slots.last().unwrap_or(first);
+        let end = keys::slot_range(last).1;
+        let mut slot = first;
+        loop {
+            let (from, to) = keys::keyspace_range(slot, ks);
+            let mut next = None;
+            let owned = self.routing.owns(slot);
+            self.storage.scan(self.shard, &from, &end, |k, v| {
+                if k < to.as_slice() {
+                    if owned {
+                        f(slot, k, v);
+                    }
+                    true
+                } else {
+                    next = keys::slot_of(k);
+                    false
+                }
+            })?;
+            slot = match next {
+                Some(n) if n > slot => n,
+                Some(_) if slot < last => slot + 1,
+                _ => return Ok(()),
+            };
+        }
+    }
+
+    /// Rebuild the indexes from storage: pending expiries (and money in
+    /// flight), the refund stream and its stamp floor, the day markers.
+    /// Touches only open envelopes, unacknowledged refunds and day markers,
+    /// never the envelopes' bulk. A record that doesn't decode is logged and
+    /// skipped (the audit reports it) rather than stopping the service.
+    fn reload(&mut self) -> Result<(), StorageError> {
+        self.cache.clear();
+        let mut expiries = BTreeSet::new();
+        let mut stream = BTreeMap::new();
+        let mut days = Days::default();
+        let mut in_flight = 0u64;
+        let mut floor = 0u64;
+        let mut last_stamp = 0u64;
+        let shard = self.shard;
+        let skip = |what: &str, k: &[u8], e: &dyn std::fmt::Display| {
+            tracing::error!(shard, key = ?k, error = %e, "unreadable envelope {what}; skipped");
+        };
+        self.scan_keyspace(keys::ks::ENVELOPE_PENDING, |_, k, v| {
+            match (keys::envelope::parse_pending(k), record::decode_pending(v)) {
+                (Some(entry), Ok(remaining)) => {
+                    expiries.insert(entry);
+                    in_flight = in_flight.saturating_add(remaining);
+                }
+                (_, Err(e)) => skip("pending entry", k, &e),
+                (None, _) => skip("pending entry", k, &"bad key"),
+            }
+        })?;
+        self.scan_keyspace(keys::ks::ENVELOPE_REFUND, |_, k, v| {
+            match (
+                keys::envelope::parse_refund(k),
+                record::RefundRecord::decode(v),
+            ) {
+                (Some((stamp, id)), Ok(r)) => {
+                    last_stamp = last_stamp.max(stamp);
+                    stream.insert(
+                        RefundCursor { stamp, id },
+                        StreamEntry {
+                            amount: r.amount,
+                            refunded_at: r.refunded_at,
+                            sender: r.sender,
+                        },
+                    );
+                }
+                (_, Err(e)) => skip("refund", k, &e),
+                (None, _) => skip("refund", k, &"bad key"),
+            }
+        })?;
+        self.scan_keyspace(keys::ks::ENVELOPE_DAY, |slot, k, v| {
+            match (keys::envelope::parse_day_marker(k), record::decode_day(v)) {
+                (Some(day), Ok(first)) => days.insert(slot, day, first),
+                (_, Err(e)) => skip("day marker", k, &e),
+                (None, _) => skip("day marker", k, &"bad key"),
+            }
+        })?;
+        self.expiries = expiries;
+        self.stream = stream;
+        self.days = days;
+        // Floors promised by any shard (of any past shard count).
+        for i in 0..crate::config::MAX_SHARDS {
+            if let Some(raw) = self
+                .storage
+                .meta_get(&keys::meta::envelope_refund_floor(i))?
+            {
+                if let Ok(b) = <[u8; 8]>::try_from(raw.as_slice()) {
+                    floor = floor.max(u64::from_be_bytes(b));
+                }
+            }
+        }
+        self.stamp_floor = self.stamp_floor.max(floor).max(last_stamp);
+        self.shared
+            .highest_stamp
+            .fetch_max(last_stamp, Ordering::SeqCst);
+        self.floor_promise = self.floor_promise.max(floor);
+        let gauge = &self.metrics.envelopes.in_flight_cents;
+        gauge.sub(self.in_flight as i64);
+        gauge.add(in_flight as i64);
+        self.in_flight = in_flight;
+        tracing::debug!(
+            shard = self.shard,
+            open = self.expiries.len(),
+            refunds = self.stream.len(),
+            days = self.days.len(),
+            "envelope indexes loaded"
+        );
+        Ok(())
+    }
+
+    /// Envelope `id`, which a request names, in memory and marked used at
+    /// `now`; NOT_FOUND when there is no such envelope. The caller then
+    /// takes it from `self.cache` (see [`Envelopes::ensure_cached`]).
+    pub(super) fn open(&mut self, id: u64, now: u64, txn: &Txn) -> Result<(), RushError> {
+        if self.ensure_cached(id, Some(now), txn)? {
+            Ok(())
+        } else {
+            Err(RushError::not_found(format!("no envelope {id}")))
+        }
+    }
+
+    /// Make sure the envelope is in memory, loading its books and grabs on
+    /// first touch, and mark it used at `used_at` (a request's time; timers
+    /// pass `None`). False: no such envelope (never created, removed by
+    /// retention, or an id that is not a valid envelope id of this shard).
+    /// Callers then use `self.cache` directly, so the borrow of the entry
+    /// stays apart from the other fields (metrics, rng).
+    pub(super) fn ensure_cached(
+        &mut self,
+        id: u64,
+        used_at: Option<u64>,
+        txn: &Txn,
+    ) -> Result<bool, RushError> {
+        if let Some(live) = self.cache.get_mut(&id) {
+            if let Some(at) = used_at {
+                live.touched = at;
+            }
+            return Ok(true);
+        }
+        let slot = envelope_slot(id);
+        let day = envelope_day(id);
+        if !(1..=31).contains(&day) || shard_of_slot(slot, self.shards) != self.shard {
+            return Ok(false);
+        }
+        // Through the txn: an envelope created earlier in this group is in
+        // the cache already, so a miss here is committed state, and its
+        // grabs can be read straight from storage.
+        let Some(raw) = txn
+            .get(&keys::envelope::record(slot, day, id))
+            .map_err(storage_error)?
+        else {
+            return Ok(false);
+        };
+        let rec = EnvelopeRecord::decode(&raw).map_err(corrupt)?;
+        let mut grabs = HashMap::with_capacity(rec.grabbed() as usize);
+        let from = keys::envelope::grab(slot, day, id, b"");
+        let (_, to) = keys::envelope::envelope_range(slot, day, id);
+        let mut bad = None;
+        self.storage
+            .scan(self.shard, &from, &to, |k, v| {
+                match GrabRecord::decode(v) {
+                    Ok(g) => {
+                        let user = &k[keys::envelope::GRAB_USER_OFFSET..];
+                        grabs.insert(user.into(), g);
+                    }
+                    Err(e) => bad = Some(e),
+                }
+                bad.is_none()
+            })
+            .map_err(storage_error)?;
+        if let Some(e) = bad {
+            return Err(corrupt(e));
+        }
+        self.cache.insert(
+            id,
+            Live {
+                rec,
+                grabs,
+                touched: used_at.unwrap_or(0),
+            },
+        );
+        Ok(true)
+    }
+}

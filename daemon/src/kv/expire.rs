@@ -1,0 +1,18 @@
+//! EXPIRE: set (or, with 0, clear) a key's TTL, string or hash.
+
+use super::{expiry, Entry, Kv};
+use crate::shard::txn::Txn;
+use rush_protocol::cmd::Expire;
+use rush_protocol::{Reply, RushError};
+
+impl Kv {
+    pub(super) fn expire(&self, r: &Expire, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+        let expires_at = expiry(now, r.ttl_ms);
+        match self.load(&r.key, now, txn)? {
+            Entry::Missing => return Ok(Reply::Expire(false)),
+            Entry::String { value, .. } => self.store_string(&r.key, expires_at, &value, txn),
+            Entry::Hash { fields, .. } => self.store_hash(&r.key, expires_at, &fields, txn)?,
+        }
+        Ok(Reply::Expire(true))
+    }
+}

@@ -1,0 +1,302 @@
+//! Reading: what a connection has, parsed in place frame by frame, each
+//! request checked (version, authentication, admin) and routed — run on
+//! this shard, forwarded to its own, or handed to a node task.
+
+use super::{Origin, Work};
+use crate::server::node_cmds::{self, NodeAnswer};
+use crate::shard::conn::{ConnId, ReadOutcome};
+use crate::shard::forward::Forwarded;
+use crate::shard::txn::Txn;
+use crate::shard::{ReplySink, Shard};
+use rush_protocol::frame::{self, Frame, FrameError, Header, HEADER_LEN, VERSION};
+use rush_protocol::{ErrorCode, Opcode, Request, RushError, Service, Target};
+use std::time::Instant;
+
+impl Shard {
+    /// Read what connection `idx` has, parse and run its frames.
+    pub(super) fn serve(&mut self, idx: usize, now: Instant, now_ms: u64, txn: &mut Txn) {
+        let budget = self.io.budget();
+        let Some(c) = self.io.conns.get_mut(idx) else {
+            return;
+        };
+        if c.closing.is_some() {
+            return;
+        }
+        if !budget.blocks(c) && c.readable && !c.peer_closed {
+            let want = c.next_read_size();
+            match c.io.read(&mut c.rbuf, want) {
+                Ok(ReadOutcome::Data { full }) => {
+                    c.last_read = now;
+                    c.read_ahead = if full {
+                        (c.read_ahead * 2).min(crate::shard::conn::MAX_READ_AHEAD)
+                    } else {
+                        crate::shard::conn::MIN_READ_AHEAD
+                    };
+                    c.readable = full;
+                    if full {
+                        self.io.schedule(idx);
+                    }
+                }
+                Ok(ReadOutcome::WouldBlock) => c.readable = false,
+                Ok(ReadOutcome::Eof) => {
+                    c.readable = false;
+                    c.peer_closed = true;
+                    self.io.half_closed.push(idx);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "read failed");
+                    self.io.close_soon(idx, "read error");
+                    return;
+                }
+            }
+            let c = self.io.conns.get_mut(idx).expect("still open");
+            if c.io.wants_write() {
+                self.io.touch(idx);
+            }
+        }
+        let gen = self.io.conns[idx].gen;
+        loop {
+            let budget = self.io.budget();
+            // A frame may have moved the connection away (SHARD_BIND).
+            let Some(c) = self.io.conns.get_mut(idx).filter(|c| c.gen == gen) else {
+                return;
+            };
+            if c.closing.is_some() {
+                break;
+            }
+            if budget.blocks(c) {
+                if (!c.rbuf.is_empty() || c.readable) && !c.in_blocked {
+                    c.in_blocked = true;
+                    self.io.blocked.push(idx);
+                }
+                break;
+            }
+            match frame::parse(&mut c.rbuf, self.io.max_frame) {
+                Ok(Some(f)) => self.on_frame(idx, gen, f, now, now_ms, txn),
+                Ok(None) => break,
+                Err(e) => {
+                    self.bad_frame(idx, gen, e, now, txn.has_writes());
+                    break;
+                }
+            }
+        }
+        if let Some(c) = self.io.conns.get_mut(idx) {
+            c.frame_started = match (c.rbuf.is_empty(), c.frame_started) {
+                (true, _) => None,
+                (false, None) => Some(now),
+                (false, started) => started,
+            };
+            c.trim_read_buffer();
+        }
+    }
+
+    pub(super) fn bad_frame(
+        &mut self,
+        idx: usize,
+        gen: u32,
+        e: FrameError,
+        now: Instant,
+        held: bool,
+    ) {
+        let reason = match &e {
+            FrameError::TooLarge { .. } => "frame too large",
+            _ => "malformed frame",
+        };
+        self.ctx
+            .metrics
+            .frames_rejected
+            .with_label_values(&[reason])
+            .inc();
+        let (opcode, request_id) = match &e {
+            FrameError::TooLarge {
+                header: Some(h), ..
+            } => (h.opcode, h.request_id),
+            _ => (0, 0),
+        };
+        let code = match &e {
+            FrameError::TooLarge { .. } => ErrorCode::TooLarge,
+            _ => ErrorCode::BadRequest,
+        };
+        let err = RushError::new(code, format!("{e}; closing the connection"));
+        self.io.answer_local(
+            ConnId {
+                index: idx as u32,
+                gen,
+            },
+            request_id,
+            opcode,
+            now,
+            &Err(err),
+            held,
+            None,
+            &self.ctx.metrics,
+        );
+        self.io.close_soon(idx, reason);
+    }
+
+    /// One frame of connection `idx`.
+    pub(super) fn on_frame(
+        &mut self,
+        idx: usize,
+        gen: u32,
+        f: Frame,
+        now: Instant,
+        now_ms: u64,
+        txn: &mut Txn,
+    ) {
+        let h: Header = f.header;
+        let id = ConnId {
+            index: idx as u32,
+            gen,
+        };
+        let size = f.body.len() + HEADER_LEN;
+        let state = self.io.conns[idx].state;
+        let early = |shard: &mut Shard, err: RushError, held: bool| {
+            let metrics = shard.ctx.metrics.clone();
+            shard.io.answer_local(
+                id,
+                h.request_id,
+                h.opcode,
+                now,
+                &Err(err),
+                held,
+                None,
+                &metrics,
+            );
+        };
+        let held = txn.has_writes();
+        if h.version != VERSION {
+            return early(
+                self,
+                RushError::new(
+                    ErrorCode::UnsupportedVersion,
+                    format!(
+                        "protocol version {} is not supported; this server speaks {VERSION}",
+                        h.version
+                    ),
+                ),
+                held,
+            );
+        }
+        if let Some(e) = h.request_flags_error() {
+            return early(self, e, held);
+        }
+        if !state.authenticated && h.opcode != Opcode::Hello.as_u8() {
+            return early(
+                self,
+                RushError::new(
+                    ErrorCode::Unauthorized,
+                    "authentication required: send HELLO with the token first",
+                ),
+                held,
+            );
+        }
+        let request = match Request::decode(h.opcode, f.body) {
+            Ok(r) => r,
+            Err(e) => return early(self, e, held),
+        };
+        let target = match request.target() {
+            Ok(t) => t,
+            Err(e) => return early(self, e, held),
+        };
+        // Admin requests: whatever runs on every shard, and the admin and
+        // cluster services (the cluster map itself is readable by anyone).
+        let admin_only = target == Target::AllShards
+            || matches!(
+                request.opcode().service(),
+                Service::Admin | Service::Cluster
+            );
+        if admin_only && !state.admin {
+            return early(
+                self,
+                RushError::new(
+                    ErrorCode::Forbidden,
+                    format!("{} needs the admin token", request.opcode().name()),
+                ),
+                held,
+            );
+        }
+        match target {
+            Target::Slot(slot) => {
+                let dest = self.router.shard(slot);
+                if dest == self.id {
+                    let w = Work {
+                        origin: Origin::Local(id),
+                        request_id: h.request_id,
+                        opcode: h.opcode,
+                        slot: Some(slot),
+                        size,
+                        counted: false,
+                        received: now,
+                        request,
+                    };
+                    self.take_work(w, now_ms, txn);
+                } else {
+                    let c = &mut self.io.conns[idx];
+                    c.inflight += 1;
+                    c.inflight_bytes += size;
+                    self.io.inflight_bytes += size;
+                    self.io.forward[dest].push(Forwarded {
+                        conn: id,
+                        request_id: h.request_id,
+                        opcode: h.opcode,
+                        slot,
+                        size,
+                        request,
+                        received: now,
+                    });
+                }
+            }
+            Target::Node | Target::AllShards => {
+                let Some(node) = self.node.clone() else {
+                    return early(self, RushError::unavailable("the node is starting"), held);
+                };
+                let later = if target == Target::AllShards {
+                    Some(request)
+                } else {
+                    let state = &mut self.io.conns[idx].state;
+                    match node_cmds::handle(&node, state, request, self.id) {
+                        NodeAnswer::Now(result) => {
+                            // Node answers depend on nothing this pass wrote.
+                            let metrics = self.ctx.metrics.clone();
+                            self.io.answer_local(
+                                id,
+                                h.request_id,
+                                h.opcode,
+                                now,
+                                &result,
+                                false,
+                                None,
+                                &metrics,
+                            );
+                            None
+                        }
+                        NodeAnswer::Bind(shard) => {
+                            self.bind(idx, shard, h.request_id, h.opcode, now);
+                            None
+                        }
+                        NodeAnswer::Later(request) => Some(request),
+                    }
+                };
+                if let Some(request) = later {
+                    // Cluster operations and broadcasts wait on other
+                    // shards, storage and peers: a node task answers.
+                    let c = &mut self.io.conns[idx];
+                    c.inflight += 1;
+                    c.inflight_bytes += size;
+                    self.io.inflight_bytes += size;
+                    let sink = ReplySink {
+                        shard: node.shards[self.id].clone(),
+                        conn: id,
+                        request_id: h.request_id,
+                        opcode: h.opcode,
+                        size,
+                        received: now,
+                        metrics: self.ctx.metrics.clone(),
+                    };
+                    node_cmds::spawn(&node, target, request, sink);
+                }
+            }
+        }
+    }
+}

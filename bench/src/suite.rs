@@ -39,7 +39,7 @@ pub use results::{
 };
 
 use crate::dist::Dist;
-use crate::driver::RunOptions;
+use crate::driver::{RunOptions, Stop};
 use crate::report;
 use crate::stats::RunReport;
 use crate::target::Side;
@@ -365,22 +365,28 @@ impl Suite<'_> {
     }
 }
 
+/// A closed-loop run of `entry` against `server` at `pipeline` for the
+/// suite's duration, with the suite's data options; a workload that reads
+/// data reads the preloaded set, and loads what is missing first.
 fn base_options(
     opts: &SuiteOptions,
     kind: ServerKind,
     server: &Server,
+    entry: &Entry,
     pipeline: usize,
 ) -> RunOptions {
     let mut o = RunOptions::new(server.target.clone());
     o.connections = opts.connections;
     o.pipeline = pipeline;
+    o.stop = Stop::Duration(opts.duration);
     o.params = Params {
         keys: opts.keys,
         dist: opts.dist,
         value_size: opts.value_size,
-        preload: false,
+        preload: entry.reads_preloaded,
         ..Params::default()
     };
+    o.load = entry.reads_preloaded;
     o.progress = true;
     o.label = Some(kind.label().into());
     o.durability = Some(kind.durability().into());

@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{assert_sane, tiny, KEYS, REQUESTS};
+use common::{assert_sane, run_every_workload, tiny, KEYS, REQUESTS};
 use rush_bench::scrape::{self, Samples};
 use rush_bench::workloads::{envelopes, limits, links_resolve, lookups};
-use rush_bench::{workload, RunReport, WORKLOADS};
+use rush_bench::{workload, RunReport};
 use rush_client::protocol::cmd::CatalogFilter;
 use rush_client::Client;
 use rush_daemon::{Clock, Config, Running};
@@ -159,22 +159,18 @@ async fn every_workload_runs_against_a_cluster() {
     assert_eq!(map.nodes.len(), 2);
     let target = format!("rush://{},{}", addrs[0], addrs[1]);
     let (before_a, before_b) = (requests(&a), requests(&b));
-    for e in WORKLOADS {
-        let mut o = tiny(&target, e.reads_preloaded);
-        o.metrics = vec![
-            a.http_addr().unwrap().to_string(),
-            b.http_addr().unwrap().to_string(),
-        ];
-        let r = rush_bench::run(e.name, o)
-            .await
-            .unwrap_or_else(|err| panic!("{}: {err:#}", e.name));
-        assert_sane(&r, REQUESTS);
+    let metrics = vec![
+        a.http_addr().unwrap().to_string(),
+        b.http_addr().unwrap().to_string(),
+    ];
+    let reports = run_every_workload(&target, |o| o.metrics = metrics.clone()).await;
+    for r in &reports {
         assert_eq!(r.target, target);
-        if e.name == "lookups" {
-            let q = rush_bench::report::reads_per_query(&r).expect("both nodes read");
-            assert_eq!(q.queries, REQUESTS as f64, "summed over the nodes");
-        }
     }
+    let lookups = reports.iter().find(|r| r.workload == "lookups");
+    let q = rush_bench::report::reads_per_query(lookups.expect("lookups ran"))
+        .expect("both nodes read");
+    assert_eq!(q.queries, REQUESTS as f64, "summed over the nodes");
     // Both nodes served every service: the client routed by slot.
     let (after_a, after_b) = (requests(&a), requests(&b));
     for op in [

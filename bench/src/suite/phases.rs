@@ -25,10 +25,8 @@ impl Suite<'_> {
             let mut loaded = false;
             let mut peak: Option<f64> = None;
             for &pipeline in &opts.pipelines {
-                let mut o = base_options(opts, kind, &server, pipeline);
-                o.params.preload = entry.reads_preloaded;
-                o.load = entry.reads_preloaded && !loaded;
-                o.stop = Stop::Duration(opts.duration);
+                let mut o = base_options(opts, kind, &server, entry, pipeline);
+                o.load &= !loaded;
                 eprintln!(
                     "-- {} · {} · {} in flight per connection",
                     entry.name,
@@ -52,8 +50,8 @@ impl Suite<'_> {
             };
             for &f in steps {
                 let rate = (peak * f).max(1.0);
-                let mut o = base_options(opts, kind, &server, self.top);
-                o.params.preload = entry.reads_preloaded;
+                let mut o = base_options(opts, kind, &server, entry, self.top);
+                o.load = false;
                 o.rate = Some(rate);
                 o.stop = Stop::Duration(opts.sweep_duration);
                 eprintln!(
@@ -97,11 +95,9 @@ impl Suite<'_> {
         for (name, entry) in [("links-resolve", resolve), ("lookups", lookups)] {
             let Some(entry) = entry else { continue };
             for &keys in &sizes {
-                let mut o = base_options(opts, kind, &server, self.top);
+                // Both read preloaded data: each size loads what it adds.
+                let mut o = base_options(opts, kind, &server, entry, self.top);
                 o.params.keys = keys;
-                o.params.preload = true;
-                o.load = true;
-                o.stop = Stop::Duration(opts.duration);
                 eprintln!(
                     "-- {name} · {} · {} keys (scaling)",
                     kind.key(),
@@ -140,10 +136,7 @@ impl Suite<'_> {
         let server = self.start(kind, Some(1), None)?;
         let opts = self.opts;
         for entry in entries {
-            let mut o = base_options(opts, kind, &server, self.top);
-            o.params.preload = entry.reads_preloaded;
-            o.load = entry.reads_preloaded;
-            o.stop = Stop::Duration(opts.duration);
+            let o = base_options(opts, kind, &server, entry, self.top);
             eprintln!("-- {} · rush · 1 shard", entry.name);
             self.run(entry, o, kind, None, Some(VARIANT_ONE_SHARD));
         }
@@ -202,10 +195,7 @@ impl Suite<'_> {
                 pin.server_cpu
             );
             for entry in entries {
-                let mut o = base_options(opts, kind, &server, self.top);
-                o.params.preload = entry.reads_preloaded;
-                o.load = entry.reads_preloaded;
-                o.stop = Stop::Duration(opts.duration);
+                let o = base_options(opts, kind, &server, entry, self.top);
                 eprintln!(
                     "-- {} · {} · {} in flight per connection · pinned (server CPU {}, client CPU {})",
                     entry.name,

@@ -44,13 +44,7 @@ pub fn peak_run<'a>(
     server: ServerKind,
     pipeline: usize,
 ) -> Option<&'a SuiteRun> {
-    results.runs.iter().find(|r| {
-        r.fraction.is_none()
-            && r.main_matrix()
-            && r.server == server
-            && r.report.workload == workload
-            && r.report.pipeline == pipeline
-    })
+    closed_run(results, workload, server, pipeline, SuiteRun::main_matrix)
 }
 
 /// The closed-loop run of `workload` on `server` at `pipeline` in the
@@ -61,9 +55,23 @@ pub fn pinned_run<'a>(
     server: ServerKind,
     pipeline: usize,
 ) -> Option<&'a SuiteRun> {
+    closed_run(results, workload, server, pipeline, |r| {
+        r.layout == Layout::Pinned
+    })
+}
+
+/// The closed-loop run of `workload` on `server` at `pipeline` among the
+/// runs `keep` selects.
+fn closed_run<'a>(
+    results: &'a SuiteResults,
+    workload: &str,
+    server: ServerKind,
+    pipeline: usize,
+    keep: impl Fn(&SuiteRun) -> bool,
+) -> Option<&'a SuiteRun> {
     results.runs.iter().find(|r| {
         r.fraction.is_none()
-            && r.layout == Layout::Pinned
+            && keep(r)
             && r.server == server
             && r.report.workload == workload
             && r.report.pipeline == pipeline

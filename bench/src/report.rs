@@ -221,6 +221,29 @@ mod tests {
     }
 
     #[test]
+    fn results_with_the_old_workload_names_read_as_catalog() {
+        let runs = vec![
+            run_json("rush", "lookups", 90_000.0, None, None),
+            run_json("redis-everysec", "lookups", 45_000.0, None, None),
+            run_json("rush", "lookups-zipf", 120_000.0, None, None),
+        ];
+        let (results, md) = render(&results_json(runs, None));
+        let names: Vec<&str> = results
+            .runs
+            .iter()
+            .map(|r| r.report.workload.as_str())
+            .collect();
+        assert_eq!(names, ["catalog", "catalog", "catalog-zipf"]);
+        assert!(md.contains("| catalog | 90,000 | 45,000 | 2.00× |"), "{md}");
+        assert!(md.contains("## catalog\n"), "{md}");
+        assert!(md.contains("## catalog-zipf\n"), "{md}");
+        assert!(!md.contains("lookups"), "{md}");
+        // Written again, the file says catalog.
+        let again = serde_json::to_string(&results).unwrap();
+        assert!(!again.contains("lookups"), "{again}");
+    }
+
+    #[test]
     fn the_checked_in_results_load() {
         let text = include_str!("../results/results.json");
         let results: SuiteResults = serde_json::from_str(text).expect("results.json loads");
@@ -229,6 +252,9 @@ mod tests {
         }
         let md = markdown(&results, &charts::Drawn::default());
         assert!(md.contains("## Headline"));
+        // They use the workloads' current names.
+        assert!(!text.contains("lookups"), "results.json names lookups");
+        assert!(md.contains("## catalog\n"));
     }
 
     #[test]

@@ -83,7 +83,7 @@ pub struct SuiteOptions {
     /// One open-loop step at half the peak for workloads that are not swept
     /// (the latency target is stated at half the peak for every workload).
     pub half_peak: bool,
-    /// Key counts of the scaling rows (links-resolve and lookups, with the
+    /// Key counts of the scaling rows (links-resolve and catalog, with the
     /// footprint per link); empty: no scaling phase.
     pub scale_keys: Vec<u64>,
     /// Servers the scaling phase runs on.
@@ -148,7 +148,7 @@ impl SuiteOptions {
 ///    peak for the others, for the latency target).
 /// 2. **Scaling and footprint** (fresh servers, `scale_servers`): links
 ///    preloaded to each of `scale_keys` with `links-resolve` run at each and
-///    the memory and disk per link measured; then `lookups` at each size.
+///    the memory and disk per link measured; then `catalog` at each size.
 /// 3. **One shard**: rushd restarted with `--shards 1`, every workload once
 ///    at the deepest pipeline, to compare with phase 1's rushd.
 /// 4. **Pinned** (`pin`): every workload on every server again, closed loop

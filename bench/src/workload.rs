@@ -151,6 +151,10 @@ pub trait Workload: Sized + Send + Sync + 'static {
     const NAME: &'static str;
     /// One line for `--help` and the report.
     const ABOUT: &'static str;
+    /// Names this workload had before: still accepted on the command line
+    /// (`rush-bench lookups`, `--workloads lookups`) and read as this one in
+    /// older results.
+    const ALIASES: &'static [&'static str] = &[];
     /// The suite preloads before running this workload (it reads data).
     const READS_PRELOADED: bool = false;
     /// The suite also measures this workload's latency against offered load.
@@ -221,6 +225,7 @@ type RunFuture = Pin<Box<dyn Future<Output = anyhow::Result<RunReport>> + Send>>
 pub struct Entry {
     pub name: &'static str,
     pub about: &'static str,
+    pub aliases: &'static [&'static str],
     pub reads_preloaded: bool,
     pub sweep: bool,
     pub dist: Dist,
@@ -233,6 +238,7 @@ impl Entry {
         Entry {
             name: W::NAME,
             about: W::ABOUT,
+            aliases: W::ALIASES,
             reads_preloaded: W::READS_PRELOADED,
             sweep: W::SWEEP,
             dist: W::DIST,
@@ -260,15 +266,26 @@ pub static WORKLOADS: &[Entry] = &[
     Entry::of::<crate::workloads::links_shorten::LinksShorten>(),
     Entry::of::<crate::workloads::links_resolve::LinksResolve>(),
     Entry::of::<crate::workloads::limits::Limits>(),
-    Entry::of::<crate::workloads::lookups::Lookups>(),
-    Entry::of::<crate::workloads::lookups::LookupsZipf>(),
+    Entry::of::<crate::workloads::catalog::Catalog>(),
+    Entry::of::<crate::workloads::catalog::CatalogZipf>(),
     Entry::of::<crate::workloads::envelopes::Envelopes>(),
     Entry::of::<crate::workloads::mixed::Mixed>(),
 ];
 
-/// The workload called `name`.
+/// The workload called `name`, or once called it (an alias).
 pub fn find(name: &str) -> Option<&'static Entry> {
-    WORKLOADS.iter().find(|e| e.name == name)
+    WORKLOADS
+        .iter()
+        .find(|e| e.name == name || e.aliases.contains(&name))
+}
+
+/// A workload's name as this build calls it: `name` itself unless it is
+/// an older name of a registered workload (then that workload's name).
+pub fn current_name(name: &str) -> &str {
+    WORKLOADS
+        .iter()
+        .find(|e| e.aliases.contains(&name))
+        .map_or(name, |e| e.name)
 }
 
 // ── helpers for workloads ───────────────────────────────────────────────
@@ -365,8 +382,25 @@ mod tests {
     fn registry_names_are_unique_and_found() {
         for e in WORKLOADS {
             assert_eq!(find(e.name).map(|f| f.name), Some(e.name));
-            assert_eq!(WORKLOADS.iter().filter(|o| o.name == e.name).count(), 1);
+            assert_eq!(current_name(e.name), e.name);
+            // No name, current or old, stands for two workloads.
+            for n in std::iter::once(&e.name).chain(e.aliases) {
+                let owners = WORKLOADS
+                    .iter()
+                    .filter(|o| o.name == *n || o.aliases.contains(n))
+                    .count();
+                assert_eq!(owners, 1, "{n}");
+            }
         }
         assert!(find("nope").is_none());
+        assert_eq!(current_name("nope"), "nope");
+    }
+
+    #[test]
+    fn the_catalog_workloads_keep_their_old_names() {
+        assert_eq!(find("lookups").map(|e| e.name), Some("catalog"));
+        assert_eq!(find("lookups-zipf").map(|e| e.name), Some("catalog-zipf"));
+        assert_eq!(current_name("lookups"), "catalog");
+        assert_eq!(current_name("lookups-zipf"), "catalog-zipf");
     }
 }

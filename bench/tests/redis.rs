@@ -144,7 +144,7 @@ async fn keys(c: &mut redis::aio::MultiplexedConnection, pattern: &str) -> Vec<S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_workloads_reach_redis() {
-    use rush_bench::workloads::{envelopes, links_resolve, links_shorten, lookups};
+    use rush_bench::workloads::{catalog, envelopes, links_resolve, links_shorten};
     let Some(server) = start_redis() else { return };
     let target = server.target();
     let mut c = server.connection().await;
@@ -206,8 +206,8 @@ async fn service_workloads_reach_redis() {
         r.ok - r.denied
     );
 
-    // lookups: every owner's records, one field each.
-    let r = run("lookups", true).await;
+    // catalog: every owner's records, one field each.
+    let r = run("catalog", true).await;
     assert_eq!(r.preloaded, KEYS);
     assert!(r.misses > 0 && r.misses < r.ok);
     let n: u64 = redis::cmd("HLEN")
@@ -215,8 +215,8 @@ async fn service_workloads_reach_redis() {
         .query_async(&mut c)
         .await
         .unwrap();
-    assert_eq!(n, lookups::records_of(7));
-    let r = run("lookups-zipf", true).await;
+    assert_eq!(n, catalog::records_of(7));
+    let r = run("catalog-zipf", true).await;
     assert_eq!(r.preloaded, 0, "the marker says the owners are loaded");
 
     // envelopes: every granted grab is in a grabs hash, and the books add up.

@@ -7,7 +7,7 @@ mod common;
 
 use common::{assert_sane, run_every_workload, tiny, KEYS, REQUESTS};
 use rush_bench::scrape::{self, Samples};
-use rush_bench::workloads::{envelopes, limits, links_resolve, lookups};
+use rush_bench::workloads::{catalog, envelopes, limits, links_resolve};
 use rush_bench::{workload, RunReport};
 use rush_client::protocol::cmd::CatalogFilter;
 use rush_client::Client;
@@ -93,9 +93,9 @@ async fn service_workloads_reach_the_daemon() {
     let maxes: Vec<u64> = p.rules.iter().map(|r| r.max).collect();
     assert_eq!(maxes, vec![limits::ITEM_MAX, limits::TOTAL_MAX]);
 
-    // lookups: the preloaded records are there; absent owners are Bloom
+    // catalog: the preloaded records are there; absent owners are Bloom
     // negatives; the run read rushd's metrics.
-    let (r, b, a) = run(&node, "lookups", true).await;
+    let (r, b, a) = run(&node, "catalog", true).await;
     assert_eq!(r.preloaded, KEYS);
     assert_eq!(answered(&b, &a, "CATALOG_QUERY", "ok"), REQUESTS as f64);
     assert!(r.misses > 0 && r.misses < r.ok, "{r:?}");
@@ -103,7 +103,7 @@ async fn service_workloads_reach_the_daemon() {
         .catalog_query("owner:000000000007", &CatalogFilter::default())
         .await
         .unwrap();
-    assert_eq!(recs.len() as u64, lookups::records_of(7));
+    assert_eq!(recs.len() as u64, catalog::records_of(7));
     assert_eq!(recs[0].get("status"), Some("active"));
     let q = rush_bench::report::reads_per_query(&r).expect("storage reads measured");
     assert_eq!(q.queries, REQUESTS as f64);
@@ -114,10 +114,17 @@ async fn service_workloads_reach_the_daemon() {
     );
     // Absent owners never reached storage unless the filter said maybe.
     assert!(q.bloom_negative > 0.2, "{}", q.bloom_negative);
-    // lookups-zipf finds the data loaded (the marker) and loads nothing.
-    let (r, b, a) = run(&node, "lookups-zipf", true).await;
+    // catalog-zipf finds the data loaded (the marker) and loads nothing.
+    let (r, b, a) = run(&node, "catalog-zipf", true).await;
     assert_eq!(r.preloaded, 0);
     assert_eq!(answered(&b, &a, "CATALOG_PUT", "ok"), 0.0);
+    // The old names run the same workloads and report the new ones.
+    for (old, new) in [("lookups", "catalog"), ("lookups-zipf", "catalog-zipf")] {
+        let (r, b, a) = run(&node, old, true).await;
+        assert_eq!(r.workload, new);
+        assert_eq!(r.preloaded, 0, "{old}: the same data set");
+        assert_eq!(answered(&b, &a, "CATALOG_QUERY", "ok"), REQUESTS as f64);
+    }
 
     // envelopes: grabs granted and recorded; the books balance.
     let (r, b, a) = run(&node, "envelopes", false).await;
@@ -167,8 +174,8 @@ async fn every_workload_runs_against_a_cluster() {
     for r in &reports {
         assert_eq!(r.target, target);
     }
-    let lookups = reports.iter().find(|r| r.workload == "lookups");
-    let q = rush_bench::report::reads_per_query(lookups.expect("lookups ran"))
+    let catalog = reports.iter().find(|r| r.workload == "catalog");
+    let q = rush_bench::report::reads_per_query(catalog.expect("catalog ran"))
         .expect("both nodes read");
     assert_eq!(q.queries, REQUESTS as f64, "summed over the nodes");
     // Both nodes served every service: the client routed by slot.

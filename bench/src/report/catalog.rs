@@ -5,6 +5,7 @@ use super::format::ops;
 use super::select::run_name;
 use crate::stats::RunReport;
 use crate::suite::{ServerKind, SuiteResults, SuiteRun};
+use crate::workloads::catalog::is_catalog;
 use std::fmt::Write as _;
 
 /// Catalog answers of one path (`bloom_negative`, …) to queries in a run.
@@ -21,7 +22,7 @@ fn query_path(r: &RunReport, path: &str) -> f64 {
         .sum()
 }
 
-/// What rushd did for one lookups run: storage reads per query and the
+/// What rushd did for one catalog run: storage reads per query and the
 /// Bloom filter's false-positive rate among absent owners, both measured
 /// over the run.
 pub struct ReadsPerQuery {
@@ -55,13 +56,13 @@ pub fn reads_per_query(r: &RunReport) -> Option<ReadsPerQuery> {
     })
 }
 
-/// The goal for lookups: at most 0.6 + the false-positive rate.
+/// The goal for catalog queries: at most 0.6 + the false-positive rate.
 pub fn reads_goal(q: &ReadsPerQuery) -> f64 {
     0.6 + q.fp_rate
 }
 
 pub(super) fn storage_reads_section(s: &mut String, results: &SuiteResults, workload: &str) {
-    if !workload.starts_with("lookups") {
+    if !is_catalog(workload) {
         return;
     }
     let runs: Vec<&SuiteRun> = results

@@ -78,13 +78,13 @@ impl Suite<'_> {
     }
 
     /// Phase 2: links-resolve at each size (with the footprint per link),
-    /// then lookups at each size, on a fresh `kind`.
+    /// then catalog at each size, on a fresh `kind`.
     pub(super) fn scaling(&mut self, kind: ServerKind, entries: &[&Entry]) -> anyhow::Result<()> {
         let opts = self.opts;
         let wanted = |name: &str| entries.iter().find(|e| e.name == name).copied();
         let resolve = wanted("links-resolve");
-        let lookups = wanted("lookups");
-        if resolve.is_none() && lookups.is_none() {
+        let catalog = wanted("catalog");
+        if resolve.is_none() && catalog.is_none() {
             return Ok(());
         }
         let server = self.start(kind, self.opts.shards, None)?;
@@ -92,7 +92,7 @@ impl Suite<'_> {
         let mut sizes = opts.scale_keys.clone();
         sizes.sort_unstable();
         sizes.dedup();
-        for (name, entry) in [("links-resolve", resolve), ("lookups", lookups)] {
+        for (name, entry) in [("links-resolve", resolve), ("catalog", catalog)] {
             let Some(entry) = entry else { continue };
             for &keys in &sizes {
                 // Both read preloaded data: each size loads what it adds.

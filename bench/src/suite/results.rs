@@ -201,6 +201,7 @@ pub struct SuiteResults {
 pub struct Calibration {
     pub server: ServerKind,
     /// The workload whose command redis-benchmark ran (`kv-set` → SET).
+    #[serde(deserialize_with = "crate::stats::current_workload_name")]
     pub workload: String,
     pub connections: usize,
     pub pipeline: usize,

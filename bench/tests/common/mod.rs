@@ -25,7 +25,7 @@ pub fn tiny(target: &str, preload: bool) -> RunOptions {
 /// Every registered workload, tiny, against `target` (its options changed by
 /// `adjust`), in registry order: each runs clean, and one that reads data
 /// loaded it now or found it loaded by an earlier workload that shares it
-/// (lookups-zipf and mixed after lookups and links-resolve). Returns the
+/// (catalog-zipf and mixed after catalog and links-resolve). Returns the
 /// reports, in the same order.
 pub async fn run_every_workload(target: &str, adjust: impl Fn(&mut RunOptions)) -> Vec<RunReport> {
     let mut reports = Vec::new();

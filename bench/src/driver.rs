@@ -92,6 +92,13 @@ impl RunOptions {
             server_pid: None,
         }
     }
+
+    /// `--preload`: load what the workload reads before measuring (what is
+    /// not there yet), and count a missing item as an error, not a miss.
+    pub fn preload(&mut self, on: bool) {
+        self.params.preload = on;
+        self.load = on;
+    }
 }
 
 /// Most connections one run opens (each holds a ~200 KB histogram).

@@ -250,14 +250,8 @@ fn run_one(workload: &str, m: &ArgMatches) -> anyhow::Result<ExitCode> {
         (None, None) => Stop::Duration(Duration::from_secs(10)),
     };
     o.rate = a.rate;
-    o.params = Params {
-        keys: a.keys,
-        dist: a.dist,
-        value_size: a.value_size,
-        preload: a.preload,
-        ..Params::default()
-    };
-    o.load = a.preload;
+    o.params = Params::new(a.keys, a.dist, a.value_size);
+    o.preload(a.preload);
     o.timeout = secs(a.timeout, "--timeout")?;
     o.progress = !a.quiet;
     o.label = a.label;

@@ -379,14 +379,8 @@ fn base_options(
     o.connections = opts.connections;
     o.pipeline = pipeline;
     o.stop = Stop::Duration(opts.duration);
-    o.params = Params {
-        keys: opts.keys,
-        dist: opts.dist,
-        value_size: opts.value_size,
-        preload: entry.reads_preloaded,
-        ..Params::default()
-    };
-    o.load = entry.reads_preloaded;
+    o.params = Params::new(opts.keys, opts.dist, opts.value_size);
+    o.preload(entry.reads_preloaded);
     o.progress = true;
     o.label = Some(kind.label().into());
     o.durability = Some(kind.durability().into());

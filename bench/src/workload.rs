@@ -63,6 +63,17 @@ impl Default for Params {
 }
 
 impl Params {
+    /// The command line's data options (`--keys`, `--dist`, `--value-size`);
+    /// nothing preloaded, the driver's fields unset.
+    pub fn new(keys: u64, dist: Option<Dist>, value_size: usize) -> Params {
+        Params {
+            keys,
+            dist,
+            value_size,
+            ..Params::default()
+        }
+    }
+
     /// The distribution in force (the driver has filled in the workload's).
     pub fn dist(&self) -> Dist {
         self.dist.unwrap_or(Dist::Uniform)

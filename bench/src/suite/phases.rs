@@ -51,7 +51,7 @@ impl Suite<'_> {
             for &f in steps {
                 let rate = (peak * f).max(1.0);
                 let mut o = base_options(opts, kind, &server, entry, self.top);
-                o.load = false;
+                o.load = false; // loaded by the closed-loop runs
                 o.rate = Some(rate);
                 o.stop = Stop::Duration(opts.sweep_duration);
                 eprintln!(

@@ -16,8 +16,7 @@ pub fn tiny(target: &str, preload: bool) -> RunOptions {
     o.pipeline = 4;
     o.stop = Stop::Requests(REQUESTS);
     o.params.keys = KEYS;
-    o.params.preload = preload;
-    o.load = preload;
+    o.preload(preload);
     o.timeout = Duration::from_secs(20);
     o
 }

@@ -8,8 +8,9 @@
 //! (`compare.sh` installs `fonts-dejavu-core` when none is there). Without a
 //! font the report is still written, with a note instead of the charts.
 
-use crate::report::{peak_run, sweep_runs};
-use crate::suite::{ServerKind, SuiteResults};
+use crate::report::{peak_run, servers_in, sweep_runs};
+use crate::stats::Latency;
+use crate::suite::{ServerKind, SuiteResults, SuiteRun};
 use plotters::coord::combinators::IntoLogRange;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -113,13 +114,6 @@ pub fn draw_all(results: &SuiteResults, out: &Path) -> Drawn {
     drawn
 }
 
-fn servers(results: &SuiteResults) -> Vec<ServerKind> {
-    ServerKind::ALL
-        .into_iter()
-        .filter(|k| results.runs.iter().any(|r| r.server == *k))
-        .collect()
-}
-
 /// Grouped bars: one group per workload, one bar per server, at the deepest
 /// pipeline the suite ran. Returns false when there is nothing to draw.
 fn throughput_chart(
@@ -140,7 +134,7 @@ fn throughput_chart(
             names.push(r.report.workload.clone());
         }
     }
-    let servers = servers(results);
+    let servers = servers_in(results);
     let max = main()
         .filter(|r| r.report.pipeline == top)
         .map(|r| r.report.throughput)
@@ -226,10 +220,22 @@ fn short(v: f64) -> String {
     }
 }
 
+/// (offered rate, `us` of the latency in ms) of each open-loop step.
+fn points(runs: &[&SuiteRun], us: impl Fn(&Latency) -> f64) -> Points {
+    runs.iter()
+        .map(|r| {
+            (
+                r.report.rate.unwrap_or(0.0),
+                (us(&r.report.latency) / 1000.0).max(0.001),
+            )
+        })
+        .collect()
+}
+
 /// p99 (thick, dots) and p50 (thin) latency against offered load, one colour
 /// per server, log-scaled milliseconds.
 fn latency_chart(results: &SuiteResults, workload: &str, path: &Path) -> DrawResult {
-    let servers = servers(results);
+    let servers = servers_in(results);
     let mut lines: Vec<(ServerKind, Points, Points)> = Vec::new();
     let (mut max_x, mut lo, mut hi) = (0.0f64, f64::MAX, 0.0f64);
     for k in servers {
@@ -237,24 +243,8 @@ fn latency_chart(results: &SuiteResults, workload: &str, path: &Path) -> DrawRes
         if runs.is_empty() {
             continue;
         }
-        let p99: Points = runs
-            .iter()
-            .map(|r| {
-                (
-                    r.report.rate.unwrap_or(0.0),
-                    (r.report.latency.p99_us / 1000.0).max(0.001),
-                )
-            })
-            .collect();
-        let p50: Points = runs
-            .iter()
-            .map(|r| {
-                (
-                    r.report.rate.unwrap_or(0.0),
-                    (r.report.latency.p50_us / 1000.0).max(0.001),
-                )
-            })
-            .collect();
+        let p99 = points(&runs, |l| l.p99_us);
+        let p50 = points(&runs, |l| l.p50_us);
         for &(x, y) in p99.iter().chain(&p50) {
             max_x = max_x.max(x);
             lo = lo.min(y);

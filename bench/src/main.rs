@@ -65,7 +65,7 @@ struct RunArgs {
     #[arg(long)]
     durability: Option<String>,
     /// HOST:PORT of a Rush node's HTTP listener (its /metrics), once per
-    /// node: server-side figures (e.g. storage reads per lookup) are read
+    /// node: server-side figures (e.g. storage reads per catalog query) are read
     /// before and after the run.
     #[arg(long)]
     metrics: Vec<String>,
@@ -120,7 +120,7 @@ struct SuiteArgs {
     /// Seconds per open-loop step.
     #[arg(long)]
     sweep_duration: Option<f64>,
-    /// Only these workloads (comma-separated).
+    /// Only these workloads (comma-separated; older names are accepted).
     #[arg(long, value_delimiter = ',')]
     workloads: Option<Vec<String>>,
     /// Only these servers: rush, redis-everysec, redis-always.
@@ -136,7 +136,7 @@ struct SuiteArgs {
     /// Skip the redis-benchmark calibration rows (skipped anyway with --quick).
     #[arg(long)]
     no_calibrate: bool,
-    /// Key counts of the scaling rows (links-resolve and lookups, and the
+    /// Key counts of the scaling rows (links-resolve and catalog, and the
     /// footprint per link), e.g. 1000000,10000000.
     #[arg(long, value_delimiter = ',')]
     scale_keys: Option<Vec<u64>>,
@@ -178,7 +178,12 @@ fn cli() -> Command {
         .subcommand_required(true)
         .arg_required_else_help(true);
     for e in WORKLOADS {
-        cmd = cmd.subcommand(RunArgs::augment_args(Command::new(e.name)).about(e.about));
+        // An old name still runs the workload (hidden from the help).
+        cmd = cmd.subcommand(
+            RunArgs::augment_args(Command::new(e.name))
+                .about(e.about)
+                .aliases(e.aliases),
+        );
     }
     cmd.subcommand(SuiteArgs::augment_args(Command::new("suite")).about(
         "Start rushd and redis-server (AOF everysec, then always) on loopback, run every \
@@ -197,7 +202,12 @@ fn main() -> ExitCode {
     let result = match name {
         "list" => {
             for e in WORKLOADS {
-                println!("{:<12} {}", e.name, e.about);
+                let was = if e.aliases.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (formerly {})", e.aliases.join(", "))
+                };
+                println!("{:<12} {}{was}", e.name, e.about);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -240,14 +250,8 @@ fn run_one(workload: &str, m: &ArgMatches) -> anyhow::Result<ExitCode> {
         (None, None) => Stop::Duration(Duration::from_secs(10)),
     };
     o.rate = a.rate;
-    o.params = Params {
-        keys: a.keys,
-        dist: a.dist,
-        value_size: a.value_size,
-        preload: a.preload,
-        ..Params::default()
-    };
-    o.load = a.preload;
+    o.params = Params::new(a.keys, a.dist, a.value_size);
+    o.preload(a.preload);
     o.timeout = secs(a.timeout, "--timeout")?;
     o.progress = !a.quiet;
     o.label = a.label;
@@ -435,6 +439,26 @@ mod tests {
         let (name, sub) = m.subcommand().expect("a subcommand");
         assert_eq!(name, "suite");
         suite_options(SuiteArgs::from_arg_matches(sub).expect("suite args")).expect("options")
+    }
+
+    #[test]
+    fn old_workload_names_still_run_the_workload() {
+        let m = cli()
+            .try_get_matches_from(["rush-bench", "lookups", "--target", "rush://h:1"])
+            .expect("the old name parses");
+        assert_eq!(m.subcommand_name(), Some("catalog"));
+        let m = cli()
+            .try_get_matches_from(["rush-bench", "lookups-zipf", "--target", "rush://h:1"])
+            .expect("the old name parses");
+        assert_eq!(m.subcommand_name(), Some("catalog-zipf"));
+        // The suite resolves --workloads through the registry, aliases too.
+        let o = suite(&["--workloads", "lookups,kv-set"]);
+        let found: Vec<_> = o
+            .workloads
+            .iter()
+            .map(|n| rush_bench::workload::find(n).map(|e| e.name))
+            .collect();
+        assert_eq!(found, [Some("catalog"), Some("kv-set")]);
     }
 
     #[test]

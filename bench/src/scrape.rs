@@ -1,6 +1,6 @@
 //! Reading rushd's `/metrics` (Prometheus text) around a run, so a workload
-//! can report what the server did per operation — storage reads per lookup,
-//! for one — next to what the client measured.
+//! can report what the server did per operation — storage reads per catalog
+//! query, for one — next to what the client measured.
 //!
 //! A plain HTTP/1.1 GET over a tokio socket: the bench needs no HTTP client
 //! for one request before and one after a run.

@@ -187,6 +187,9 @@ impl Latency {
 /// suite collects them into its report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
+    /// Read under the workload's current name when the file used an older
+    /// one (`lookups` is `catalog`).
+    #[serde(deserialize_with = "current_workload_name")]
     pub workload: String,
     /// `rush` or `redis`.
     pub side: String,
@@ -264,6 +267,14 @@ impl RunReport {
     pub fn metric(&self, series: &str) -> Option<f64> {
         self.server_metrics.get(series).copied()
     }
+}
+
+/// A workload name from a file, under the name this build gives it.
+pub(crate) fn current_workload_name<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<String, D::Error> {
+    let name = String::deserialize(d)?;
+    Ok(crate::workload::current_name(&name).to_string())
 }
 
 #[cfg(test)]

@@ -11,20 +11,20 @@
 //! grab): what it costs on each side, including round trips and scripts, is
 //! what the row compares.
 
+mod preload;
+
+pub use preload::{recall, redis_bulk, redis_bulk_range, remember, rush_bulk, rush_bulk_collect};
+
 use crate::dist::{Dist, KeySampler};
 use crate::driver::{self, RunOptions};
 use crate::stats::{OpError, Outcome, RunReport};
 use bytes::Bytes;
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use rush_client::ClientError;
 use rush_protocol::Command;
-use std::any::Any;
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What every workload is built from (the command line's data options).
@@ -63,6 +63,17 @@ impl Default for Params {
 }
 
 impl Params {
+    /// The command line's data options (`--keys`, `--dist`, `--value-size`);
+    /// nothing preloaded, the driver's fields unset.
+    pub fn new(keys: u64, dist: Option<Dist>, value_size: usize) -> Params {
+        Params {
+            keys,
+            dist,
+            value_size,
+            ..Params::default()
+        }
+    }
+
     /// The distribution in force (the driver has filled in the workload's).
     pub fn dist(&self) -> Dist {
         self.dist.unwrap_or(Dist::Uniform)
@@ -151,6 +162,10 @@ pub trait Workload: Sized + Send + Sync + 'static {
     const NAME: &'static str;
     /// One line for `--help` and the report.
     const ABOUT: &'static str;
+    /// Names this workload had before: still accepted on the command line
+    /// (`rush-bench lookups`, `--workloads lookups`) and read as this one in
+    /// older results.
+    const ALIASES: &'static [&'static str] = &[];
     /// The suite preloads before running this workload (it reads data).
     const READS_PRELOADED: bool = false;
     /// The suite also measures this workload's latency against offered load.
@@ -221,6 +236,7 @@ type RunFuture = Pin<Box<dyn Future<Output = anyhow::Result<RunReport>> + Send>>
 pub struct Entry {
     pub name: &'static str,
     pub about: &'static str,
+    pub aliases: &'static [&'static str],
     pub reads_preloaded: bool,
     pub sweep: bool,
     pub dist: Dist,
@@ -233,6 +249,7 @@ impl Entry {
         Entry {
             name: W::NAME,
             about: W::ABOUT,
+            aliases: W::ALIASES,
             reads_preloaded: W::READS_PRELOADED,
             sweep: W::SWEEP,
             dist: W::DIST,
@@ -260,15 +277,26 @@ pub static WORKLOADS: &[Entry] = &[
     Entry::of::<crate::workloads::links_shorten::LinksShorten>(),
     Entry::of::<crate::workloads::links_resolve::LinksResolve>(),
     Entry::of::<crate::workloads::limits::Limits>(),
-    Entry::of::<crate::workloads::lookups::Lookups>(),
-    Entry::of::<crate::workloads::lookups::LookupsZipf>(),
+    Entry::of::<crate::workloads::catalog::Catalog>(),
+    Entry::of::<crate::workloads::catalog::CatalogZipf>(),
     Entry::of::<crate::workloads::envelopes::Envelopes>(),
     Entry::of::<crate::workloads::mixed::Mixed>(),
 ];
 
-/// The workload called `name`.
+/// The workload called `name`, or once called it (an alias).
 pub fn find(name: &str) -> Option<&'static Entry> {
-    WORKLOADS.iter().find(|e| e.name == name)
+    WORKLOADS
+        .iter()
+        .find(|e| e.name == name || e.aliases.contains(&name))
+}
+
+/// A workload's name as this build calls it: `name` itself unless it is
+/// an older name of a registered workload (then that workload's name).
+pub fn current_name(name: &str) -> &str {
+    WORKLOADS
+        .iter()
+        .find(|e| e.aliases.contains(&name))
+        .map_or(name, |e| e.name)
 }
 
 // ── helpers for workloads ───────────────────────────────────────────────
@@ -326,171 +354,6 @@ pub fn filler_value(size: usize) -> Bytes {
     Bytes::from(vec![b'x'; size])
 }
 
-/// Requests in flight per connection while preloading Rush (group commit
-/// turns them into a few large synced batches)…
-const PRELOAD_DEPTH_RUSH: usize = 512;
-/// …counted in items for requests that carry many (batches): enough to keep
-/// the shards busy, few enough that each is answered well within the
-/// client's timeout.
-const PRELOAD_ITEMS_RUSH: u64 = 16_384;
-/// Commands per Redis pipeline while preloading, and pipelines in flight per
-/// connection.
-const PRELOAD_BATCH_REDIS: u64 = 1000;
-const PRELOAD_DEPTH_REDIS: usize = 4;
-
-/// Send requests `make(0..n)` through Rush, spread over `conns`, many in
-/// flight on each; fails on the first error (a preload must be complete).
-pub async fn rush_bulk<C, F>(conns: &[RushConn], n: u64, make: F) -> anyhow::Result<u64>
-where
-    C: Command + Send + Sync,
-    F: Fn(u64) -> C + Send + Sync,
-{
-    let count = conns.len().max(1) as u64;
-    let make = &make;
-    let per_conn = conns.iter().enumerate().map(|(j, conn)| async move {
-        let mut next = j as u64;
-        let mut inflight = FuturesUnordered::new();
-        loop {
-            while inflight.len() < PRELOAD_DEPTH_RUSH && next < n {
-                let cmd = make(next);
-                next += count;
-                inflight.push(async move { conn.call(&cmd).await.map(|_| ()) });
-            }
-            match inflight.next().await {
-                Some(Ok(())) => {}
-                Some(Err(e)) => anyhow::bail!("preload: {}: {}", e.kind, e.message),
-                None => return Ok(()),
-            }
-        }
-    });
-    futures_util::future::try_join_all(per_conn).await?;
-    Ok(n)
-}
-
-/// Like [`rush_bulk`] for requests `make(from..to)` of `per_request` items
-/// each, keeping every answer in order (codes or ids the server issued).
-pub async fn rush_bulk_collect<C, F>(
-    conns: &[RushConn],
-    from: u64,
-    to: u64,
-    per_request: u64,
-    make: F,
-) -> anyhow::Result<Vec<C::Reply>>
-where
-    C: Command + Send + Sync,
-    C::Reply: Send,
-    F: Fn(u64) -> C + Send + Sync,
-{
-    let count = conns.len().max(1) as u64;
-    let depth = (PRELOAD_ITEMS_RUSH / count / per_request.max(1))
-        .clamp(1, PRELOAD_DEPTH_RUSH as u64) as usize;
-    let make = &make;
-    let per_conn = conns.iter().enumerate().map(|(j, conn)| async move {
-        let mut next = from + j as u64;
-        let mut inflight = FuturesUnordered::new();
-        let mut got = Vec::new();
-        loop {
-            while inflight.len() < depth && next < to {
-                let i = next;
-                let cmd = make(i);
-                next += count;
-                inflight.push(async move { conn.call(&cmd).await.map(|r| (i, r)) });
-            }
-            match inflight.next().await {
-                Some(Ok(pair)) => got.push(pair),
-                Some(Err(e)) => anyhow::bail!("preload: {}: {}", e.kind, e.message),
-                None => return Ok(got),
-            }
-        }
-    });
-    let mut all: Vec<(u64, C::Reply)> = futures_util::future::try_join_all(per_conn)
-        .await?
-        .into_iter()
-        .flatten()
-        .collect();
-    all.sort_unstable_by_key(|(i, _)| *i);
-    Ok(all.into_iter().map(|(_, r)| r).collect())
-}
-
-/// Add commands for items `0..n` to Redis pipelines (`add(i, pipe)`),
-/// [`PRELOAD_BATCH_REDIS`] per round trip, spread over `conns`.
-pub async fn redis_bulk<F>(conns: &[RedisConn], n: u64, add: F) -> anyhow::Result<u64>
-where
-    F: Fn(u64, &mut redis::Pipeline) + Send + Sync,
-{
-    let count = conns.len().max(1) as u64;
-    let batches = n.div_ceil(PRELOAD_BATCH_REDIS);
-    let add = &add;
-    let per_conn = conns.iter().enumerate().map(|(j, conn)| async move {
-        let mut next = j as u64;
-        let mut inflight = FuturesUnordered::new();
-        loop {
-            while inflight.len() < PRELOAD_DEPTH_REDIS && next < batches {
-                let mut pipe = redis::pipe();
-                let start = next * PRELOAD_BATCH_REDIS;
-                for i in start..(start + PRELOAD_BATCH_REDIS).min(n) {
-                    add(i, &mut pipe);
-                }
-                next += count;
-                let mut conn = conn.clone();
-                inflight.push(async move { pipe.query_async::<()>(&mut conn).await });
-            }
-            match inflight.next().await {
-                Some(Ok(())) => {}
-                Some(Err(e)) => anyhow::bail!("preload: {e}"),
-                None => return Ok(()),
-            }
-        }
-    });
-    futures_util::future::try_join_all(per_conn).await?;
-    Ok(n)
-}
-
-/// Like [`redis_bulk`] for items `from..to`.
-pub async fn redis_bulk_range<F>(
-    conns: &[RedisConn],
-    from: u64,
-    to: u64,
-    add: F,
-) -> anyhow::Result<u64>
-where
-    F: Fn(u64, &mut redis::Pipeline) + Send + Sync,
-{
-    redis_bulk(conns, to.saturating_sub(from), |i, pipe| {
-        add(from + i, pipe)
-    })
-    .await
-}
-
-// ── what preloads left behind ───────────────────────────────────────────
-
-/// Data a preload made that later runs in this process need and cannot
-/// derive again: the codes a node issued, which ranges of ids were loaded.
-/// Keyed by workload data set and target, so the suite's later runs against
-/// the same server (other pipelines, open-loop steps, a bigger key count)
-/// find it, and a preload only adds what is missing.
-static PRELOADED: Mutex<Option<HashMap<String, Arc<dyn Any + Send + Sync>>>> = Mutex::new(None);
-
-/// Keep `value` under `key` for later runs in this process.
-pub fn remember<T: Any + Send + Sync>(key: &str, value: Arc<T>) {
-    PRELOADED
-        .lock()
-        .expect("not poisoned")
-        .get_or_insert_with(HashMap::new)
-        .insert(key.to_string(), value);
-}
-
-/// What [`remember`] kept under `key`, if it is a `T`.
-pub fn recall<T: Any + Send + Sync>(key: &str) -> Option<Arc<T>> {
-    let any = PRELOADED
-        .lock()
-        .expect("not poisoned")
-        .as_ref()?
-        .get(key)?
-        .clone();
-    any.downcast::<T>().ok()
-}
-
 /// A tag unique to this workload instance (time and a counter), for names
 /// one run must not share with another: order ids, envelope senders.
 pub fn run_nonce() -> String {
@@ -511,11 +374,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn preloaded_data_is_recalled_by_type() {
-        remember("test:a", Arc::new(7u64));
-        assert_eq!(recall::<u64>("test:a").as_deref(), Some(&7));
-        assert!(recall::<String>("test:a").is_none());
-        assert!(recall::<u64>("test:b").is_none());
+    fn run_nonces_differ() {
         assert_ne!(run_nonce(), run_nonce());
     }
 
@@ -534,8 +393,25 @@ mod tests {
     fn registry_names_are_unique_and_found() {
         for e in WORKLOADS {
             assert_eq!(find(e.name).map(|f| f.name), Some(e.name));
-            assert_eq!(WORKLOADS.iter().filter(|o| o.name == e.name).count(), 1);
+            assert_eq!(current_name(e.name), e.name);
+            // No name, current or old, stands for two workloads.
+            for n in std::iter::once(&e.name).chain(e.aliases) {
+                let owners = WORKLOADS
+                    .iter()
+                    .filter(|o| o.name == *n || o.aliases.contains(n))
+                    .count();
+                assert_eq!(owners, 1, "{n}");
+            }
         }
         assert!(find("nope").is_none());
+        assert_eq!(current_name("nope"), "nope");
+    }
+
+    #[test]
+    fn the_catalog_workloads_keep_their_old_names() {
+        assert_eq!(find("lookups").map(|e| e.name), Some("catalog"));
+        assert_eq!(find("lookups-zipf").map(|e| e.name), Some("catalog-zipf"));
+        assert_eq!(current_name("lookups"), "catalog");
+        assert_eq!(current_name("lookups-zipf"), "catalog-zipf");
     }
 }

@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::{assert_sane, tiny, KEYS, REQUESTS};
-use rush_bench::WORKLOADS;
+use common::{assert_sane, run_every_workload, tiny, KEYS, REQUESTS};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,6 +12,22 @@ struct RedisServer {
     child: Child,
     port: u16,
     _dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    /// The bench's target for this server.
+    fn target(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A connection of our own, to check what the workloads left.
+    async fn connection(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
 }
 
 impl Drop for RedisServer {
@@ -72,28 +87,12 @@ fn start_redis() -> Option<RedisServer> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_workload_runs_clean_against_redis() {
     let Some(server) = start_redis() else { return };
-    let target = format!("redis://127.0.0.1:{}", server.port);
-    for e in WORKLOADS {
-        let r = rush_bench::run(e.name, tiny(&target, e.reads_preloaded))
-            .await
-            .unwrap_or_else(|err| panic!("{}: {err:#}", e.name));
-        assert_sane(&r, REQUESTS);
+    for r in run_every_workload(&server.target(), |_| {}).await {
         assert_eq!(r.side, "redis");
-        if e.reads_preloaded {
-            // Loaded now, or found loaded by a workload that shares the
-            // data (lookups-zipf and mixed after lookups and links-resolve).
-            assert!(
-                r.preloaded == KEYS || r.preloaded == 0,
-                "{}: {}",
-                e.name,
-                r.preloaded
-            );
-        }
     }
 
     // The same work landed in Redis: values and counter totals.
-    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", server.port)).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let mut c = server.connection().await;
     let v: Vec<u8> = redis::cmd("GET")
         .arg("key:000000000007")
         .query_async(&mut c)
@@ -115,9 +114,8 @@ async fn every_workload_runs_clean_against_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_errors_are_counted_by_type() {
     let Some(server) = start_redis() else { return };
-    let target = format!("redis://127.0.0.1:{}", server.port);
-    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", server.port)).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let target = server.target();
+    let mut c = server.connection().await;
     redis::cmd("SET")
         .arg("counter:000000000000")
         .arg("word")
@@ -146,11 +144,10 @@ async fn keys(c: &mut redis::aio::MultiplexedConnection, pattern: &str) -> Vec<S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_workloads_reach_redis() {
-    use rush_bench::workloads::{envelopes, links_resolve, links_shorten, lookups};
+    use rush_bench::workloads::{catalog, envelopes, links_resolve, links_shorten};
     let Some(server) = start_redis() else { return };
-    let target = format!("redis://127.0.0.1:{}", server.port);
-    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", server.port)).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let target = server.target();
+    let mut c = server.connection().await;
     let run = |name: &'static str, preload: bool| {
         let target = target.clone();
         async move {
@@ -209,8 +206,8 @@ async fn service_workloads_reach_redis() {
         r.ok - r.denied
     );
 
-    // lookups: every owner's records, one field each.
-    let r = run("lookups", true).await;
+    // catalog: every owner's records, one field each.
+    let r = run("catalog", true).await;
     assert_eq!(r.preloaded, KEYS);
     assert!(r.misses > 0 && r.misses < r.ok);
     let n: u64 = redis::cmd("HLEN")
@@ -218,8 +215,8 @@ async fn service_workloads_reach_redis() {
         .query_async(&mut c)
         .await
         .unwrap();
-    assert_eq!(n, lookups::records_of(7));
-    let r = run("lookups-zipf", true).await;
+    assert_eq!(n, catalog::records_of(7));
+    let r = run("catalog-zipf", true).await;
     assert_eq!(r.preloaded, 0, "the marker says the owners are loaded");
 
     // envelopes: every granted grab is in a grabs hash, and the books add up.

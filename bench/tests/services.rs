@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{assert_sane, tiny, KEYS, REQUESTS};
+use common::{assert_sane, run_every_workload, tiny, KEYS, REQUESTS};
 use rush_bench::scrape::{self, Samples};
-use rush_bench::workloads::{envelopes, limits, links_resolve, lookups};
-use rush_bench::{workload, RunReport, WORKLOADS};
+use rush_bench::workloads::{catalog, envelopes, limits, links_resolve};
+use rush_bench::{workload, RunReport};
 use rush_client::protocol::cmd::CatalogFilter;
 use rush_client::Client;
 use rush_daemon::{Clock, Config, Running};
@@ -93,9 +93,9 @@ async fn service_workloads_reach_the_daemon() {
     let maxes: Vec<u64> = p.rules.iter().map(|r| r.max).collect();
     assert_eq!(maxes, vec![limits::ITEM_MAX, limits::TOTAL_MAX]);
 
-    // lookups: the preloaded records are there; absent owners are Bloom
+    // catalog: the preloaded records are there; absent owners are Bloom
     // negatives; the run read rushd's metrics.
-    let (r, b, a) = run(&node, "lookups", true).await;
+    let (r, b, a) = run(&node, "catalog", true).await;
     assert_eq!(r.preloaded, KEYS);
     assert_eq!(answered(&b, &a, "CATALOG_QUERY", "ok"), REQUESTS as f64);
     assert!(r.misses > 0 && r.misses < r.ok, "{r:?}");
@@ -103,7 +103,7 @@ async fn service_workloads_reach_the_daemon() {
         .catalog_query("owner:000000000007", &CatalogFilter::default())
         .await
         .unwrap();
-    assert_eq!(recs.len() as u64, lookups::records_of(7));
+    assert_eq!(recs.len() as u64, catalog::records_of(7));
     assert_eq!(recs[0].get("status"), Some("active"));
     let q = rush_bench::report::reads_per_query(&r).expect("storage reads measured");
     assert_eq!(q.queries, REQUESTS as f64);
@@ -114,10 +114,17 @@ async fn service_workloads_reach_the_daemon() {
     );
     // Absent owners never reached storage unless the filter said maybe.
     assert!(q.bloom_negative > 0.2, "{}", q.bloom_negative);
-    // lookups-zipf finds the data loaded (the marker) and loads nothing.
-    let (r, b, a) = run(&node, "lookups-zipf", true).await;
+    // catalog-zipf finds the data loaded (the marker) and loads nothing.
+    let (r, b, a) = run(&node, "catalog-zipf", true).await;
     assert_eq!(r.preloaded, 0);
     assert_eq!(answered(&b, &a, "CATALOG_PUT", "ok"), 0.0);
+    // The old names run the same workloads and report the new ones.
+    for (old, new) in [("lookups", "catalog"), ("lookups-zipf", "catalog-zipf")] {
+        let (r, b, a) = run(&node, old, true).await;
+        assert_eq!(r.workload, new);
+        assert_eq!(r.preloaded, 0, "{old}: the same data set");
+        assert_eq!(answered(&b, &a, "CATALOG_QUERY", "ok"), REQUESTS as f64);
+    }
 
     // envelopes: grabs granted and recorded; the books balance.
     let (r, b, a) = run(&node, "envelopes", false).await;
@@ -159,22 +166,18 @@ async fn every_workload_runs_against_a_cluster() {
     assert_eq!(map.nodes.len(), 2);
     let target = format!("rush://{},{}", addrs[0], addrs[1]);
     let (before_a, before_b) = (requests(&a), requests(&b));
-    for e in WORKLOADS {
-        let mut o = tiny(&target, e.reads_preloaded);
-        o.metrics = vec![
-            a.http_addr().unwrap().to_string(),
-            b.http_addr().unwrap().to_string(),
-        ];
-        let r = rush_bench::run(e.name, o)
-            .await
-            .unwrap_or_else(|err| panic!("{}: {err:#}", e.name));
-        assert_sane(&r, REQUESTS);
+    let metrics = vec![
+        a.http_addr().unwrap().to_string(),
+        b.http_addr().unwrap().to_string(),
+    ];
+    let reports = run_every_workload(&target, |o| o.metrics = metrics.clone()).await;
+    for r in &reports {
         assert_eq!(r.target, target);
-        if e.name == "lookups" {
-            let q = rush_bench::report::reads_per_query(&r).expect("both nodes read");
-            assert_eq!(q.queries, REQUESTS as f64, "summed over the nodes");
-        }
     }
+    let catalog = reports.iter().find(|r| r.workload == "catalog");
+    let q = rush_bench::report::reads_per_query(catalog.expect("catalog ran"))
+        .expect("both nodes read");
+    assert_eq!(q.queries, REQUESTS as f64, "summed over the nodes");
     // Both nodes served every service: the client routed by slot.
     let (after_a, after_b) = (requests(&a), requests(&b));
     for op in [

@@ -3,8 +3,8 @@
 
 mod common;
 
-use common::{assert_sane, tiny, KEYS, REQUESTS};
-use rush_bench::{Stop, WORKLOADS};
+use common::{assert_sane, run_every_workload, tiny, KEYS, REQUESTS};
+use rush_bench::Stop;
 use rush_client::Client;
 use rush_daemon::{Clock, Config, Running};
 use std::time::Duration;
@@ -21,23 +21,9 @@ async fn start() -> (tempfile::TempDir, Running, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_workload_runs_clean_against_rush() {
     let (_dir, node, target) = start().await;
-    for e in WORKLOADS {
-        let r = rush_bench::run(e.name, tiny(&target, e.reads_preloaded))
-            .await
-            .unwrap_or_else(|err| panic!("{}: {err:#}", e.name));
-        assert_sane(&r, REQUESTS);
+    for r in run_every_workload(&target, |_| {}).await {
         assert_eq!(r.side, "rush");
         assert_eq!(r.mode, "closed");
-        if e.reads_preloaded {
-            // Loaded now, or found loaded by a workload that shares the
-            // data (lookups-zipf and mixed after lookups and links-resolve).
-            assert!(
-                r.preloaded == KEYS || r.preloaded == 0,
-                "{}: {}",
-                e.name,
-                r.preloaded
-            );
-        }
     }
 
     // The work really reached the daemon: every preloaded key holds its

@@ -879,7 +879,7 @@ fn dashboard_is_well_formed() {
             rows.push(p["title"].as_str().unwrap().to_string());
         }
     }
-    for service in ["Short links", "Purchase limits", "Lookups", "Red envelopes"] {
+    for service in ["Short links", "Purchase limits", "Catalog", "Red envelopes"] {
         assert!(
             rows.iter().any(|r| r.starts_with(service)),
             "a row for {service}"

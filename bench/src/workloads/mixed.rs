@@ -4,7 +4,7 @@
 //! | share | operation | why this much |
 //! |------:|-----------|---------------|
 //! | 50 % | `links-resolve` (Zipf) | shared links are clicked far more often than anything else is done |
-//! | 25 % | `lookups` (uniform, 40 % absent) | merchant / risk checks on the way to checkout |
+//! | 25 % | `catalog` (uniform, 40 % absent) | merchant / risk checks on the way to checkout |
 //! | 10 % | `limits` order | checkouts of limited items |
 //! | 10 % | `envelopes` grab | a campaign's envelope rain |
 //! | 5 % | `links-shorten` | users sharing products |
@@ -16,19 +16,19 @@
 use crate::dist::Dist;
 use crate::stats::{OpError, Outcome};
 use crate::workload::{Params, RedisConn, RushConn, Workload};
-use crate::workloads::{envelopes, limits, links_resolve, links_shorten, lookups};
+use crate::workloads::{catalog, envelopes, limits, links_resolve, links_shorten};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
-/// Cumulative percentages: resolve, lookup, order, grab, shorten.
+/// Cumulative percentages: resolve, catalog query, order, grab, shorten.
 const RESOLVE: u32 = 50;
-const LOOKUP: u32 = RESOLVE + 25;
-const ORDER: u32 = LOOKUP + 10;
+const QUERY: u32 = RESOLVE + 25;
+const ORDER: u32 = QUERY + 10;
 const GRAB: u32 = ORDER + 10;
 
 pub struct Mixed {
     resolve: links_resolve::LinksResolve,
-    lookups: lookups::Lookups,
+    catalog: catalog::Catalog,
     limits: limits::Limits,
     envelopes: envelopes::Envelopes,
     shorten: links_shorten::LinksShorten,
@@ -37,7 +37,7 @@ pub struct Mixed {
 pub struct Lane {
     rng: SmallRng,
     resolve: links_resolve::Lane,
-    lookups: lookups::Lane,
+    catalog: catalog::Lane,
     limits: limits::Lane,
     envelopes: envelopes::Lane,
     shorten: links_shorten::Lane,
@@ -53,11 +53,11 @@ fn part<W: Workload>(params: &Params) -> Params {
 
 impl Workload for Mixed {
     const NAME: &'static str = "mixed";
-    const ABOUT: &'static str = "All services at once: 50% links-resolve, 25% lookups, 10% limits \
+    const ABOUT: &'static str = "All services at once: 50% links-resolve, 25% catalog, 10% limits \
          orders, 10% envelope grabs, 5% links-shorten (each exactly as in its own workload)";
     const READS_PRELOADED: bool = true;
     const DIST: Dist = Dist::Uniform;
-    const RUSH_METRICS: &'static [&'static str] = lookups::METRICS;
+    const RUSH_METRICS: &'static [&'static str] = catalog::METRICS;
     type Lane = Lane;
 
     fn new(params: &Params) -> anyhow::Result<Self> {
@@ -65,7 +65,7 @@ impl Workload for Mixed {
             resolve: links_resolve::LinksResolve::new(&part::<links_resolve::LinksResolve>(
                 params,
             ))?,
-            lookups: lookups::Lookups::new(&part::<lookups::Lookups>(params))?,
+            catalog: catalog::Catalog::new(&part::<catalog::Catalog>(params))?,
             limits: limits::Limits::new(&part::<limits::Limits>(params))?,
             envelopes: envelopes::Envelopes::new(&part::<envelopes::Envelopes>(params))?,
             shorten: links_shorten::LinksShorten::new(&part::<links_shorten::LinksShorten>(
@@ -78,7 +78,7 @@ impl Workload for Mixed {
         Lane {
             rng: SmallRng::seed_from_u64(0x313e_d000 ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
             resolve: self.resolve.lane(index),
-            lookups: self.lookups.lane(index),
+            catalog: self.catalog.lane(index),
             limits: self.limits.lane(index),
             envelopes: self.envelopes.lane(index),
             shorten: self.shorten.lane(index),
@@ -86,11 +86,11 @@ impl Workload for Mixed {
     }
 
     async fn preload_rush(&self, conns: &[RushConn]) -> anyhow::Result<u64> {
-        Ok(self.resolve.preload_rush(conns).await? + self.lookups.preload_rush(conns).await?)
+        Ok(self.resolve.preload_rush(conns).await? + self.catalog.preload_rush(conns).await?)
     }
 
     async fn preload_redis(&self, conns: &[RedisConn]) -> anyhow::Result<u64> {
-        Ok(self.resolve.preload_redis(conns).await? + self.lookups.preload_redis(conns).await?)
+        Ok(self.resolve.preload_redis(conns).await? + self.catalog.preload_redis(conns).await?)
     }
 
     async fn setup_rush(&self, conns: &[RushConn]) -> anyhow::Result<()> {
@@ -108,7 +108,7 @@ impl Workload for Mixed {
     async fn rush(&self, lane: &mut Lane, conn: &RushConn) -> Result<Outcome, OpError> {
         match lane.rng.random_range(0..100u32) {
             x if x < RESOLVE => self.resolve.rush(&mut lane.resolve, conn).await,
-            x if x < LOOKUP => self.lookups.rush(&mut lane.lookups, conn).await,
+            x if x < QUERY => self.catalog.rush(&mut lane.catalog, conn).await,
             x if x < ORDER => self.limits.rush(&mut lane.limits, conn).await,
             x if x < GRAB => self.envelopes.rush(&mut lane.envelopes, conn).await,
             _ => self.shorten.rush(&mut lane.shorten, conn).await,
@@ -118,7 +118,7 @@ impl Workload for Mixed {
     async fn redis(&self, lane: &mut Lane, conn: &mut RedisConn) -> Result<Outcome, OpError> {
         match lane.rng.random_range(0..100u32) {
             x if x < RESOLVE => self.resolve.redis(&mut lane.resolve, conn).await,
-            x if x < LOOKUP => self.lookups.redis(&mut lane.lookups, conn).await,
+            x if x < QUERY => self.catalog.redis(&mut lane.catalog, conn).await,
             x if x < ORDER => self.limits.redis(&mut lane.limits, conn).await,
             x if x < GRAB => self.envelopes.redis(&mut lane.envelopes, conn).await,
             _ => self.shorten.redis(&mut lane.shorten, conn).await,

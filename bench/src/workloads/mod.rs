@@ -1,6 +1,7 @@
 //! One file per workload: its Rush side and its Redis side (see
 //! [`crate::workload::Workload`]). Register each in `workload::WORKLOADS`.
 
+pub mod catalog;
 pub mod envelopes;
 pub mod kv_get;
 pub mod kv_incr;
@@ -8,5 +9,4 @@ pub mod kv_set;
 pub mod limits;
 pub mod links_resolve;
 pub mod links_shorten;
-pub mod lookups;
 pub mod mixed;

@@ -1,7 +1,7 @@
 //! Test support: a tiny run of any workload, and sanity checks on its report.
 #![allow(dead_code)]
 
-use rush_bench::{RunOptions, RunReport, Stop, Target};
+use rush_bench::{RunOptions, RunReport, Stop, Target, WORKLOADS};
 use std::time::Duration;
 
 /// Requests per tiny run, and the key space they cover.
@@ -16,10 +16,38 @@ pub fn tiny(target: &str, preload: bool) -> RunOptions {
     o.pipeline = 4;
     o.stop = Stop::Requests(REQUESTS);
     o.params.keys = KEYS;
-    o.params.preload = preload;
-    o.load = preload;
+    o.preload(preload);
     o.timeout = Duration::from_secs(20);
     o
+}
+
+/// Every registered workload, tiny, against `target` (its options changed by
+/// `adjust`), in registry order: each runs clean, and one that reads data
+/// loaded it now or found it loaded by an earlier workload that shares it
+/// (catalog-zipf and mixed after catalog and links-resolve). Returns the
+/// reports, in the same order.
+pub async fn run_every_workload(target: &str, adjust: impl Fn(&mut RunOptions)) -> Vec<RunReport> {
+    let mut reports = Vec::new();
+    for e in WORKLOADS {
+        let mut o = tiny(target, e.reads_preloaded);
+        adjust(&mut o);
+        let r = rush_bench::run(e.name, o)
+            .await
+            .unwrap_or_else(|err| panic!("{}: {err:#}", e.name));
+        assert_sane(&r, REQUESTS);
+        assert_eq!(r.workload, e.name);
+        if e.reads_preloaded {
+            assert!(
+                r.preloaded == KEYS || r.preloaded == 0,
+                "{}: {}",
+                e.name,
+                r.preloaded
+            );
+        }
+        reports.push(r);
+    }
+    assert_eq!(reports.len(), WORKLOADS.len());
+    reports
 }
 
 /// Zero errors, every request counted, and a histogram that makes sense.

@@ -1,9 +1,10 @@
-//! `lookups` and `lookups-zipf`: a merchant's records by owner key, 40% of
+//! `catalog` and `catalog-zipf`: a merchant's records by owner key, 40% of
 //! queries for owners that don't exist (typos, scans, fraud probes), over
 //! `--keys` owners (1M in the full suite) holding 3–5 records each (~40
-//! bytes of attributes a record). Owners are drawn uniformly (`lookups`) or
-//! Zipf(0.99) (`lookups-zipf`); absent owners uniformly from a range no
-//! preload writes.
+//! bytes of attributes a record). Owners are drawn uniformly (`catalog`) or
+//! Zipf(0.99) (`catalog-zipf`); absent owners uniformly from a range no
+//! preload writes. Until the service had one name they were `lookups` and
+//! `lookups-zipf`, which still find them (see [`Workload::ALIASES`]).
 //!
 //! Rush: CATALOG_QUERY owner (no filter) — Bloom filter, hot cache, then
 //! storage. The run reads rushd's `/metrics` before and after, so the report
@@ -17,8 +18,8 @@
 //!
 //! Preload: Rush CATALOG_PUT per record, pipelined (group commit makes them
 //! a few large synced writes); Redis one HSET per owner, pipelined. A marker
-//! key (`bench:lookups:owners`) records how many owners are loaded, so a
-//! later run — `lookups-zipf`, `mixed`, a bigger `--keys` — adds only what
+//! key (`bench:catalog:owners`) records how many owners are loaded, so a
+//! later run — `catalog-zipf`, `mixed`, a bigger `--keys` — adds only what
 //! is missing.
 
 use crate::dist::Dist;
@@ -37,7 +38,7 @@ const ABSENT_BASE: u64 = 900_000_000_000;
 /// Share of queries for absent owners, in percent.
 pub const ABSENT_PERCENT: u32 = 40;
 /// Marker key: how many owners (`0..n`) are loaded.
-const MARKER: &str = "bench:lookups:owners";
+const MARKER: &str = "bench:catalog:owners";
 
 const PLANS: [&str; 3] = ["gold", "silver", "bronze"];
 const REGIONS: [&str; 4] = ["east", "west", "north", "south"];
@@ -96,7 +97,7 @@ fn redis_value(owner: u64, j: u64) -> String {
     )
 }
 
-/// What both lookup workloads share.
+/// What both catalog workloads share.
 pub struct Core {
     params: Params,
 }
@@ -238,19 +239,26 @@ impl Core {
     }
 }
 
+/// True for the workloads of this file: their runs' `/metrics` show the
+/// catalog's storage reads per query.
+pub fn is_catalog(workload: &str) -> bool {
+    workload == Catalog::NAME || workload == CatalogZipf::NAME
+}
+
 fn parse_marker(v: Option<&[u8]>) -> u64 {
     v.and_then(|b| std::str::from_utf8(b).ok())
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)
 }
 
-macro_rules! lookups_workload {
-    ($ty:ident, $name:literal, $about:literal, $dist:expr) => {
+macro_rules! catalog_workload {
+    ($ty:ident, $name:literal, $alias:literal, $about:literal, $dist:expr) => {
         pub struct $ty(Core);
 
         impl Workload for $ty {
             const NAME: &'static str = $name;
             const ABOUT: &'static str = $about;
+            const ALIASES: &'static [&'static str] = &[$alias];
             const READS_PRELOADED: bool = true;
             const DIST: Dist = $dist;
             const RUSH_METRICS: &'static [&'static str] = METRICS;
@@ -287,8 +295,9 @@ macro_rules! lookups_workload {
     };
 }
 
-lookups_workload!(
-    Lookups,
+catalog_workload!(
+    Catalog,
+    "catalog",
     "lookups",
     "An owner's records (3-5 each), owners uniform, 40% of queries for absent owners; \
      Rush CATALOG_QUERY (Bloom filter, hot cache, storage), Redis HGETALL (asked about \
@@ -296,10 +305,11 @@ lookups_workload!(
     Dist::Uniform
 );
 
-lookups_workload!(
-    LookupsZipf,
+catalog_workload!(
+    CatalogZipf,
+    "catalog-zipf",
     "lookups-zipf",
-    "The same lookups with Zipf(0.99) owner popularity (absent owners still 40%, uniform)",
+    "The same catalog queries with Zipf(0.99) owner popularity (absent owners still 40%, uniform)",
     Dist::Zipf(0.99)
 );
 

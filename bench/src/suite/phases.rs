@@ -1,0 +1,214 @@
+//! The suite's phases, in the order [`run_suite`](super::run_suite) runs
+//! them: every workload on every server, scaling and footprint, one shard,
+//! and the pinned layout.
+
+use super::pin::{affinity, Pin};
+use super::{
+    base_options, calibrate, probes, Pinning, ServerKind, Suite, PINNED_CLIENT_THREADS,
+    VARIANT_ONE_SHARD, VARIANT_PINNED, VARIANT_SCALING,
+};
+use crate::driver::Stop;
+use crate::target::Side;
+use crate::workload::Entry;
+use anyhow::Context;
+
+impl Suite<'_> {
+    /// Phase 1: every workload against `kind`.
+    pub(super) fn every_workload(
+        &mut self,
+        kind: ServerKind,
+        entries: &[&Entry],
+    ) -> anyhow::Result<()> {
+        let server = self.start(kind, self.opts.shards, None)?;
+        let opts = self.opts;
+        for entry in entries {
+            let mut loaded = false;
+            let mut peak: Option<f64> = None;
+            for &pipeline in &opts.pipelines {
+                let mut o = base_options(opts, kind, &server, entry, pipeline);
+                o.load &= !loaded;
+                eprintln!(
+                    "-- {} · {} · {} in flight per connection",
+                    entry.name,
+                    kind.key(),
+                    pipeline
+                );
+                if let Some(r) = self.run(entry, o, kind, None, None) {
+                    loaded |= entry.reads_preloaded;
+                    if pipeline == self.top {
+                        peak = Some(r.throughput);
+                    }
+                }
+            }
+            let Some(peak) = peak else { continue };
+            let steps: &[f64] = if entry.sweep {
+                &opts.sweep
+            } else if opts.half_peak {
+                &[0.5]
+            } else {
+                &[]
+            };
+            for &f in steps {
+                let rate = (peak * f).max(1.0);
+                let mut o = base_options(opts, kind, &server, entry, self.top);
+                o.load = false; // loaded by the closed-loop runs
+                o.rate = Some(rate);
+                o.stop = Stop::Duration(opts.sweep_duration);
+                eprintln!(
+                    "-- {} · {} · open loop at {:.0} ops/s ({:.0}% of peak)",
+                    entry.name,
+                    kind.key(),
+                    rate,
+                    f * 100.0
+                );
+                self.run(entry, o, kind, Some(f), None);
+            }
+        }
+        if opts.calibrate && kind.side() == Side::Redis {
+            calibrate::calibrate(
+                opts,
+                kind,
+                &server.target,
+                self.top,
+                entries,
+                &mut self.results,
+            );
+        }
+        server.stop()
+    }
+
+    /// Phase 2: links-resolve at each size (with the footprint per link),
+    /// then catalog at each size, on a fresh `kind`.
+    pub(super) fn scaling(&mut self, kind: ServerKind, entries: &[&Entry]) -> anyhow::Result<()> {
+        let opts = self.opts;
+        let wanted = |name: &str| entries.iter().find(|e| e.name == name).copied();
+        let resolve = wanted("links-resolve");
+        let catalog = wanted("catalog");
+        if resolve.is_none() && catalog.is_none() {
+            return Ok(());
+        }
+        let server = self.start(kind, self.opts.shards, None)?;
+        let empty = probes::footprint(self.rt, &server, kind, 0, None)?;
+        let mut sizes = opts.scale_keys.clone();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for (name, entry) in [("links-resolve", resolve), ("catalog", catalog)] {
+            let Some(entry) = entry else { continue };
+            for &keys in &sizes {
+                // Both read preloaded data: each size loads what it adds.
+                let mut o = base_options(opts, kind, &server, entry, self.top);
+                o.params.keys = keys;
+                eprintln!(
+                    "-- {name} · {} · {} keys (scaling)",
+                    kind.key(),
+                    crate::driver::group(keys)
+                );
+                let ran = self.run(entry, o, kind, None, Some(VARIANT_SCALING));
+                if ran.is_some() && name == "links-resolve" {
+                    match probes::footprint(self.rt, &server, kind, keys, Some(&empty)) {
+                        Ok(f) => {
+                            eprintln!(
+                                "   footprint: {} links, RSS {:.0} MiB, disk {:.0} MiB{}",
+                                keys,
+                                f.rss_bytes as f64 / 1048576.0,
+                                f.disk_bytes as f64 / 1048576.0,
+                                f.used_memory.map_or(String::new(), |u| format!(
+                                    ", used_memory {:.0} MiB",
+                                    u as f64 / 1048576.0
+                                ))
+                            );
+                            self.results.footprint.push(f);
+                        }
+                        Err(e) => self.results.failures.push(format!(
+                            "footprint of {} at {keys} links: {e:#}",
+                            kind.label()
+                        )),
+                    }
+                }
+            }
+        }
+        server.stop()
+    }
+
+    /// Phase 3: every workload once on a one-shard rushd.
+    pub(super) fn one_shard(&mut self, entries: &[&Entry]) -> anyhow::Result<()> {
+        let kind = ServerKind::Rush;
+        let server = self.start(kind, Some(1), None)?;
+        let opts = self.opts;
+        for entry in entries {
+            let o = base_options(opts, kind, &server, entry, self.top);
+            eprintln!("-- {} · rush · 1 shard", entry.name);
+            self.run(entry, o, kind, None, Some(VARIANT_ONE_SHARD));
+        }
+        server.stop()
+    }
+
+    /// Phase 4: the headline closed-loop runs again in the pinned layout.
+    /// This whole process (the client) is moved to the client's CPU for the
+    /// phase and back to its allowed set after it.
+    pub(super) fn pinned(&mut self, entries: &[&Entry], pin: &Pin) -> anyhow::Result<()> {
+        self.results.pinned = Some(Pinning {
+            server_cpu: pin.server_cpu,
+            client_cpu: pin.client_cpu,
+            client_threads: PINNED_CLIENT_THREADS,
+            rush_shards: 1,
+        });
+        affinity::set_process(&[pin.client_cpu])
+            .with_context(|| format!("pinning the client to CPU {}", pin.client_cpu))?;
+        let result = self.pinned_runs(entries, pin);
+        // The runtime's threads end before the process is let go again.
+        self.pinned_rt = None;
+        if let Err(e) = affinity::set_process(&pin.allowed) {
+            eprintln!("could not give the client back CPUs {:?}: {e}", pin.allowed);
+        }
+        self.checkpoint();
+        result
+    }
+
+    fn pinned_runs(&mut self, entries: &[&Entry], pin: &Pin) -> anyhow::Result<()> {
+        let here = affinity::allowed(0).context("reading the client's CPU affinity")?;
+        anyhow::ensure!(
+            here == [pin.client_cpu],
+            "the client should run on CPU {} only, but may run on {here:?}",
+            pin.client_cpu
+        );
+        // Built now, from a pinned thread: its threads inherit the CPU.
+        self.pinned_rt = Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(PINNED_CLIENT_THREADS)
+                .thread_name("rush-bench-pinned")
+                .enable_all()
+                .build()
+                .context("starting the pinned client's runtime")?,
+        );
+        let opts = self.opts;
+        for &kind in &opts.servers {
+            // One shard per core, and the server has one.
+            let shards = (kind == ServerKind::Rush).then_some(1);
+            let server = self.start(kind, shards, Some(pin))?;
+            let on = affinity::allowed(server.child.id() as i32)
+                .with_context(|| format!("reading {}'s CPU affinity", server.name))?;
+            anyhow::ensure!(
+                on == [pin.server_cpu],
+                "{} should run on CPU {} only, but may run on {on:?}",
+                server.name,
+                pin.server_cpu
+            );
+            for entry in entries {
+                let o = base_options(opts, kind, &server, entry, self.top);
+                eprintln!(
+                    "-- {} · {} · {} in flight per connection · pinned (server CPU {}, client CPU {})",
+                    entry.name,
+                    kind.key(),
+                    self.top,
+                    pin.server_cpu,
+                    pin.client_cpu
+                );
+                self.run(entry, o, kind, None, Some(VARIANT_PINNED));
+            }
+            server.stop()?;
+            self.checkpoint();
+        }
+        Ok(())
+    }
+}

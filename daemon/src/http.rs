@@ -40,11 +40,6 @@ async fn metrics(State(node): State<Weak<NodeShared>>) -> axum::response::Respon
             .with_label_values(&[&i.to_string()])
             .set(s.queue_len() as i64);
     }
-    let st = &node.storage.stats;
-    m.storage_writes.set(st.writes.get() as i64);
-    m.storage_syncs.set(st.syncs.get() as i64);
-    m.storage_write_errors.set(st.write_errors.get() as i64);
-    m.storage_reads.set(st.reads.get() as i64);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         m.render(),

@@ -184,7 +184,7 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
     let storage = Arc::new(storage);
     let node_id = node_id(&config, &storage)?;
     crate::links::ensure_key(&storage).context("short-link code key")?;
-    let metrics = Arc::new(Metrics::new(shards));
+    let metrics = Arc::new(Metrics::new(shards, &storage.stats));
 
     // Listeners first: a lone node started on port 0 reports its real
     // address in CLUSTER_SLOTS. Connections wait in the backlog until the

@@ -616,14 +616,23 @@ fn dockerfile_matches_the_image_config() {
         "VOLUME {volume} is data_dir"
     );
     assert_eq!(one("WORKDIR"), c.storage.data_dir.display().to_string());
+    // The health check follows the configured HTTP address (rushd health
+    // reads the same config; `rushd_health_follows_the_config` runs it):
+    // no port of its own, and no curl in the image for it.
     let health = one("HEALTHCHECK");
     assert!(
-        health.contains(&format!(
-            "http://127.0.0.1:{}/health",
-            port_of(&c.server.http)
-        )),
+        health.contains(r#"CMD ["rushd", "health""#),
         "HEALTHCHECK {health}"
     );
+    assert!(
+        !health.contains(&port_of(&c.server.http).to_string()),
+        "HEALTHCHECK {health} names no port"
+    );
+    let runtime_runs = all_in(runtime, "RUN").join("\n");
+    assert!(!runtime_runs.contains("curl"), "no curl in the image");
+    // The image reports the commit it was built from.
+    assert!(all("ARG").iter().any(|a| a.starts_with("RUSH_COMMIT")));
+    assert!(runs.contains("RUSH_BUILD_COMMIT=\"${RUSH_COMMIT}\""));
     assert_eq!(one("STOPSIGNAL"), "SIGTERM");
     assert_eq!(one("ENTRYPOINT"), r#"["rushd"]"#);
 
@@ -1560,4 +1569,54 @@ fn prometheus_operator_objects_match_the_rules_and_the_pods() {
         r["sourceLabels"][0].as_str() == Some("__meta_kubernetes_pod_name")
             && r["targetLabel"].as_str() == Some("instance")
     }));
+}
+
+// ------------------------------------------------- rushd health ----
+
+/// `rushd ARGS… health` with only `env` set: its exit status and stderr.
+fn rushd_health(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rushd"))
+        .env_clear()
+        .envs(env.iter().copied())
+        .args(args)
+        .output()
+        .expect("rushd runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The container's HEALTHCHECK: `rushd health` probes the HTTP address the
+/// configuration gives, wherever that is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rushd_health_follows_the_config() {
+    let http = common::fixed_listen_addr();
+    let port = port_of(&http);
+    let node = common::TestNode::start_with(|c| c.server.http = http.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rushd.toml");
+    // As in the image: every interface in the file, probed on loopback.
+    std::fs::write(&file, format!("[server]\nhttp = \"0.0.0.0:{port}\"\n")).unwrap();
+    let file = file.to_str().unwrap();
+    // The node serves from this runtime while the check blocks a worker.
+    let health = |args: &[&str], env: &[(&str, &str)]| {
+        tokio::task::block_in_place(|| rushd_health(args, env))
+    };
+    let (ok, err) = health(&["health"], &[("RUSH_CONFIG", file)]);
+    assert!(ok, "{err}");
+    let (ok, err) = health(&["--config", file, "health", "--ready"], &[]);
+    assert!(ok, "{err}");
+    let (ok, err) = health(&["health"], &[("RUSH_HTTP", http.as_str())]);
+    assert!(ok, "{err}");
+    // HTTP turned off, or a port nobody can know: a clear refusal.
+    let (ok, err) = health(&["--http", "", "health"], &[]);
+    assert!(!ok && err.contains("server.http is off"), "{err}");
+    let (ok, err) = health(&["--http", "127.0.0.1:0", "health"], &[]);
+    assert!(!ok && err.contains("can't know it"), "{err}");
+    node.stop().await;
+    // The node is gone: the check fails, naming the address.
+    let (ok, err) = health(&["health", "--timeout", "1"], &[("RUSH_CONFIG", file)]);
+    assert!(!ok, "the node is stopped");
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
 }

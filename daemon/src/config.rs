@@ -279,6 +279,32 @@ impl Config {
         }
     }
 
+    /// Where a health check on this machine reaches the HTTP listener
+    /// (`rushd health`, the container's HEALTHCHECK): `server.http`, with
+    /// a wildcard address (0.0.0.0, ::) replaced by loopback.
+    pub fn http_probe_addr(&self) -> Result<SocketAddr, ConfigError> {
+        let http = &self.server.http;
+        if http.is_empty() {
+            return Err(ConfigError::Invalid(
+                "server.http is off (\"\"): there is no /health to check".into(),
+            ));
+        }
+        let addr: SocketAddr = http
+            .parse()
+            .map_err(|e| ConfigError::Invalid(format!("server.http {http:?}: {e}")))?;
+        if addr.port() == 0 {
+            return Err(ConfigError::Invalid(format!(
+                "server.http {http:?} lets the kernel pick the port: a health check can't know it"
+            )));
+        }
+        let ip = match addr.ip() {
+            std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+            ip => ip,
+        };
+        Ok(SocketAddr::new(ip, addr.port()))
+    }
+
     /// Check values that serde can't.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));

@@ -473,7 +473,16 @@ fn kustomization_and_secret_example() {
     }
     let mut files = BTreeSet::new();
     for e in std::fs::read_dir(deploy().join("k8s")).unwrap() {
-        files.insert(e.unwrap().file_name().into_string().unwrap());
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        if e.file_type().unwrap().is_dir() {
+            // A kustomization of its own (monitoring/: it needs CRDs that
+            // `kubectl apply -k deploy/k8s` must not depend on).
+            assert!(!resources.contains(name.as_str()), "{name}/ stays apart");
+            assert!(e.path().join("kustomization.yaml").exists(), "{name}/");
+            continue;
+        }
+        files.insert(name);
     }
     for f in &files {
         match f.as_str() {
@@ -607,14 +616,23 @@ fn dockerfile_matches_the_image_config() {
         "VOLUME {volume} is data_dir"
     );
     assert_eq!(one("WORKDIR"), c.storage.data_dir.display().to_string());
+    // The health check follows the configured HTTP address (rushd health
+    // reads the same config; `rushd_health_follows_the_config` runs it):
+    // no port of its own, and no curl in the image for it.
     let health = one("HEALTHCHECK");
     assert!(
-        health.contains(&format!(
-            "http://127.0.0.1:{}/health",
-            port_of(&c.server.http)
-        )),
+        health.contains(r#"CMD ["rushd", "health""#),
         "HEALTHCHECK {health}"
     );
+    assert!(
+        !health.contains(&port_of(&c.server.http).to_string()),
+        "HEALTHCHECK {health} names no port"
+    );
+    let runtime_runs = all_in(runtime, "RUN").join("\n");
+    assert!(!runtime_runs.contains("curl"), "no curl in the image");
+    // The image reports the commit it was built from.
+    assert!(all("ARG").iter().any(|a| a.starts_with("RUSH_COMMIT")));
+    assert!(runs.contains("RUSH_BUILD_COMMIT=\"${RUSH_COMMIT}\""));
     assert_eq!(one("STOPSIGNAL"), "SIGTERM");
     assert_eq!(one("ENTRYPOINT"), r#"["rushd"]"#);
 
@@ -755,6 +773,9 @@ fn alert_rules_cover_the_issue_and_mirror_the_config() {
         "RushSegmentWaits",
         "RushStorageWriteErrors",
         "RushAuthFailures",
+        "RushSlotMigrationUnresolved",
+        "RushSlotMigrationFailed",
+        "RushClusterEpochSkew",
     ] {
         assert!(names.contains(required), "{required} is defined");
     }
@@ -885,6 +906,9 @@ fn dashboard_is_well_formed() {
             "a row for {service}"
         );
     }
+    for row in ["Cluster", "Process"] {
+        assert!(rows.iter().any(|r| r == row), "a row for the {row}");
+    }
     for (title, q) in dashboard_queries() {
         promql::parse(&q).unwrap_or_else(|e| panic!("{title}: {e}\n{q}"));
     }
@@ -898,6 +922,8 @@ fn dashboard_is_well_formed() {
 struct Exported {
     labels: BTreeMap<String, BTreeSet<String>>,
     values: BTreeMap<(String, String), BTreeSet<String>>,
+    /// Every sample: its name and labels.
+    series: Vec<(String, BTreeMap<String, String>)>,
 }
 
 fn exposition(text: &str) -> Exported {
@@ -909,6 +935,7 @@ fn exposition(text: &str) -> Exported {
         let end = line.find(['{', ' ']).expect("sample line");
         let name = line[..end].to_string();
         out.labels.entry(name.clone()).or_default();
+        out.series.push((name.clone(), BTreeMap::new()));
         if !line[end..].starts_with('{') {
             continue;
         }
@@ -932,6 +959,9 @@ fn exposition(text: &str) -> Exported {
                 }
             }
             let close = close.expect("closing quote");
+            let value = rest[value_start..close].to_string();
+            let sample = &mut out.series.last_mut().expect("this sample").1;
+            sample.insert(label.clone(), value);
             out.labels.get_mut(&name).unwrap().insert(label.clone());
             out.values
                 .entry((name.clone(), label))
@@ -944,6 +974,11 @@ fn exposition(text: &str) -> Exported {
         }
     }
     out
+}
+
+/// A metric rushd exports (rather than Prometheus itself, like `up`).
+fn exported_by_rushd(name: &str) -> bool {
+    name.starts_with("rush_") || name.starts_with("process_")
 }
 
 /// Where an expression's metrics and labels are checked against the node.
@@ -1028,7 +1063,7 @@ impl Checker<'_> {
             return BTreeSet::new();
         };
         let mut labels: BTreeSet<String> = TARGET_LABELS.iter().map(|l| l.to_string()).collect();
-        if !name.starts_with("rush_") {
+        if !exported_by_rushd(&name) {
             // Prometheus' own (up): target labels only.
             return labels;
         }
@@ -1101,16 +1136,12 @@ async fn scrape_until(http: SocketAddr, ready: impl Fn(&Exported) -> bool) -> (S
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_metric_in_the_rules_and_dashboard_is_exported() {
-    use rush_client::protocol::cmd::OrderItem;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    // The node runs the Kubernetes config (loopback ports, a temp dir, no
-    // token files, small caches) with the example's purchase-limit policies,
-    // so per-policy series exist.
+/// A node running the Kubernetes config (loopback ports, a temp dir, no
+/// token files, small caches) with the example's purchase-limit policies,
+/// so per-policy series exist.
+async fn deployed_node() -> common::TestNode {
     let policies = Config::load(&deploy().join("rushd.toml")).unwrap().limits;
-    let node = common::TestNode::start_with(|c| {
+    common::TestNode::start_with(|c| {
         let dir = c.storage.data_dir.clone();
         *c = configmap_config();
         c.server.listen = "127.0.0.1:0".into();
@@ -1124,7 +1155,15 @@ async fn every_metric_in_the_rules_and_dashboard_is_exported() {
         c.auth = Default::default();
         c.limits = policies;
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_metric_in_the_rules_and_dashboard_is_exported() {
+    use rush_client::protocol::cmd::OrderItem;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let node = deployed_node().await;
     let http = node.running().http_addr().expect("HTTP on");
 
     // Traffic for the series that exist only once something happened: a
@@ -1204,8 +1243,24 @@ async fn every_metric_in_the_rules_and_dashboard_is_exported() {
         "rush_envelope_refunds_written_total",
         "rush_envelope_refunds_acked_total",
         "rush_limit_acquires_total",
+        "rush_cluster_epoch",
+        "rush_cluster_slots_owned",
+        "rush_cluster_migration_failures_total",
+        "rush_build_info",
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
     ] {
         assert!(checker.used.contains(m), "{m} is used by a rule or panel");
+    }
+    for m in [
+        "rush_cluster_epoch",
+        "rush_cluster_migration_failures_total",
+    ] {
+        assert!(
+            alert_rules().iter().any(|r| r.expr.contains(m)),
+            "an alert uses {m}"
+        );
     }
     // The check can fail: a metric, a label, a label value and a grouping
     // the node doesn't have are each caught.
@@ -1234,4 +1289,334 @@ async fn every_metric_in_the_rules_and_dashboard_is_exported() {
         );
     }
     node.stop().await;
+}
+
+/// Every vector selector of an expression.
+fn selectors<'e>(expr: &'e Expr, out: &mut Vec<&'e promql::VectorSelector>) {
+    match expr {
+        Expr::VectorSelector(vs) => out.push(vs),
+        Expr::MatrixSelector(ms) => out.push(&ms.vs),
+        Expr::Aggregate(a) => {
+            selectors(&a.expr, out);
+            if let Some(p) = &a.param {
+                selectors(p, out);
+            }
+        }
+        Expr::Binary(b) => {
+            selectors(&b.lhs, out);
+            selectors(&b.rhs, out);
+        }
+        Expr::Paren(p) => selectors(&p.expr, out),
+        Expr::Unary(u) => selectors(&u.expr, out),
+        Expr::Subquery(sq) => selectors(&sq.expr, out),
+        Expr::Call(c) => c.args.args.iter().for_each(|a| selectors(a, out)),
+        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
+    }
+}
+
+/// Selectors of rushd's metrics that match no series of `exported`.
+fn unmatched(queries: &[(String, String)], exported: &Exported) -> Vec<String> {
+    let mut missing = Vec::new();
+    for (ctx, q) in queries {
+        let expr = promql::parse(q).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+        let mut found = Vec::new();
+        selectors(&expr, &mut found);
+        for vs in found {
+            let Some(name) = vs.name.as_deref().filter(|n| exported_by_rushd(n)) else {
+                continue;
+            };
+            let matches = |labels: &BTreeMap<String, String>| {
+                vs.matchers.matchers.iter().all(|m| {
+                    m.name == "__name__"
+                        || TARGET_LABELS.contains(&m.name.as_str())
+                        || m.is_match(labels.get(&m.name).map_or("", String::as_str))
+                })
+            };
+            if !exported.series.iter().any(|(n, l)| n == name && matches(l)) {
+                missing.push(format!("{ctx}: {vs}"));
+            }
+        }
+    }
+    missing
+}
+
+/// An alert on a counter's rate or increase sees nothing of the event that
+/// creates its series: every series the rules select must be there, at 0,
+/// before anything happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_series_alerts_select_exist_before_any_traffic() {
+    let node = deployed_node().await;
+    let http = node.running().http_addr().expect("HTTP on");
+    let (status, body) = common::http_get(http, "/metrics").await;
+    assert_eq!(status, 200);
+    let exported = exposition(&body);
+    let rules: Vec<(String, String)> = alert_rules()
+        .into_iter()
+        .map(|r| (format!("alert {}", r.name), r.expr))
+        .collect();
+    let missing = unmatched(&rules, &exported);
+    assert!(
+        missing.is_empty(),
+        "selected by alert rules, absent on a fresh node:\n{}",
+        missing.join("\n")
+    );
+    // The check can fail: an outcome nothing has answered yet, a label
+    // value no series has.
+    let probe = [(
+        "probe".to_string(),
+        "rate(rush_requests_total{outcome=\"LIMITED\"}[5m]) + rush_cluster_migration_failures_total{outcome=\"lost\"}"
+            .to_string(),
+    )];
+    let caught = unmatched(&probe, &exported);
+    assert_eq!(caught.len(), 2, "{caught:?}");
+    node.stop().await;
+}
+
+/// `promtool`, when installed (scripts/ensure-deps --promtool).
+pub fn promtool() -> Option<&'static str> {
+    let found = std::process::Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        common::prerequisite_missing(
+            "promtool is not installed",
+            "run scripts/ensure-deps --promtool (Debian package prometheus)",
+        );
+        return None;
+    }
+    Some("promtool")
+}
+
+#[test]
+fn alert_rules_pass_promtool() {
+    let Some(promtool) = promtool() else { return };
+    let rules = deploy().join("prometheus/rush-alerts.yml");
+    let out = std::process::Command::new(promtool)
+        .args(["check", "rules"])
+        .arg(&rules)
+        .output()
+        .expect("promtool runs");
+    assert!(
+        out.status.success(),
+        "promtool check rules:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+// --------------------------------------------- Prometheus Operator ----
+
+/// The fields of a CRD's object (no schema to validate against here): each
+/// key must be one the CRD defines, so a snake_case key copied from
+/// prometheus.yml (`source_labels`) or a typo fails here, not silently in
+/// the cluster.
+fn only_keys(y: &Yaml, allowed: &[&str], what: &str) {
+    for k in y
+        .as_hash()
+        .unwrap_or_else(|| panic!("{what}: a mapping"))
+        .keys()
+    {
+        let k = s(k, what);
+        assert!(allowed.contains(&k), "{what}: unknown field {k:?}");
+    }
+}
+
+fn crd_object(y: &Yaml, kind: &str) {
+    assert_eq!(
+        s(&y["apiVersion"], "apiVersion"),
+        "monitoring.coreos.com/v1"
+    );
+    assert_eq!(s(&y["kind"], "kind"), kind);
+    only_keys(y, &["apiVersion", "kind", "metadata", "spec"], kind);
+    s(&y["metadata"]["name"], "metadata.name");
+    assert!(
+        y["metadata"]["namespace"].is_badvalue(),
+        "the kustomization sets it"
+    );
+}
+
+#[test]
+fn prometheus_operator_objects_match_the_rules_and_the_pods() {
+    // Their own kustomization, in the pods' namespace, listing every file.
+    let k = yaml("k8s/monitoring/kustomization.yaml");
+    assert_eq!(s(&k["namespace"], "namespace"), kustomization_namespace());
+    let resources: BTreeSet<String> = list(&k["resources"], "resources")
+        .iter()
+        .map(|r| s(r, "resource").to_string())
+        .collect();
+    let mut files = BTreeSet::new();
+    for e in std::fs::read_dir(deploy().join("k8s/monitoring")).unwrap() {
+        files.insert(e.unwrap().file_name().into_string().unwrap());
+    }
+    files.remove("kustomization.yaml");
+    assert_eq!(
+        resources, files,
+        "every file listed, every listed file there"
+    );
+
+    // The PrometheusRule holds exactly the rule file's groups.
+    let rule = yaml("k8s/monitoring/prometheusrule.yaml");
+    crd_object(&rule, "PrometheusRule");
+    only_keys(&rule["spec"], &["groups"], "PrometheusRule spec");
+    let alerts = yaml("prometheus/rush-alerts.yml");
+    assert!(
+        rule["spec"]["groups"] == alerts["groups"],
+        "deploy/k8s/monitoring/prometheusrule.yaml has drifted from \
+         deploy/prometheus/rush-alerts.yml: regenerate it (its header says how)"
+    );
+
+    // The ServiceMonitor scrapes the HTTP listener of every pod, with the
+    // labels the rules and prometheus.yml use.
+    let sm = yaml("k8s/monitoring/servicemonitor.yaml");
+    crd_object(&sm, "ServiceMonitor");
+    let spec = &sm["spec"];
+    only_keys(
+        spec,
+        &[
+            "selector",
+            "endpoints",
+            "namespaceSelector",
+            "jobLabel",
+            "targetLabels",
+            "podTargetLabels",
+            "sampleLimit",
+        ],
+        "ServiceMonitor spec",
+    );
+    let endpoints = list(&spec["endpoints"], "endpoints");
+    assert_eq!(endpoints.len(), 1, "one endpoint");
+    let ep = &endpoints[0];
+    only_keys(
+        ep,
+        &[
+            "port",
+            "path",
+            "scheme",
+            "interval",
+            "scrapeTimeout",
+            "honorLabels",
+            "relabelings",
+            "metricRelabelings",
+        ],
+        "ServiceMonitor endpoint",
+    );
+    assert_eq!(s(&ep["path"], "path"), "/metrics");
+    let prometheus = yaml("prometheus/prometheus.yml");
+    let job = &list(&prometheus["scrape_configs"], "scrape_configs")[0];
+    assert_eq!(
+        ep["interval"], job["scrape_interval"],
+        "the scrape interval of prometheus.yml"
+    );
+    let selector = spec["selector"]["matchLabels"]
+        .as_hash()
+        .expect("matchLabels");
+    let port_name = s(&ep["port"], "endpoint port");
+    let scraped: Vec<Yaml> = ["k8s/service-headless.yaml", "k8s/service-client.yaml"]
+        .into_iter()
+        .map(yaml)
+        .filter(|svc| {
+            let labels = svc["metadata"]["labels"].as_hash().expect("labels");
+            selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+        })
+        .filter(|svc| {
+            list(&svc["spec"]["ports"], "ports")
+                .iter()
+                .any(|p| p["name"].as_str() == Some(port_name))
+        })
+        .collect();
+    assert_eq!(scraped.len(), 1, "one Service has the {port_name} port");
+    let svc = &scraped[0];
+    let sts = yaml(STS);
+    assert_eq!(
+        svc["metadata"]["name"], sts["spec"]["serviceName"],
+        "the headless Service: it lists starting and draining pods too"
+    );
+    let target = s(
+        &named(&svc["spec"]["ports"], port_name, "ports")["targetPort"],
+        "targetPort",
+    );
+    assert_eq!(
+        int(
+            &named(&container(&sts)["ports"], target, "container ports")["containerPort"],
+            "containerPort"
+        ),
+        port_of(&configmap_config().server.http) as i64,
+        "the port of the HTTP listener"
+    );
+    // job: the Service's name unless jobLabel says otherwise; the rules
+    // select job=~"rush.*".
+    assert!(spec["jobLabel"].is_badvalue());
+    assert!(s(&svc["metadata"]["name"], "name").starts_with("rush"));
+    // instance = the pod name, as prometheus.yml relabels it.
+    let relabelings = list(&ep["relabelings"], "relabelings");
+    for r in relabelings {
+        only_keys(
+            r,
+            &[
+                "sourceLabels",
+                "separator",
+                "targetLabel",
+                "regex",
+                "modulus",
+                "replacement",
+                "action",
+            ],
+            "relabeling",
+        );
+    }
+    assert!(relabelings.iter().any(|r| {
+        r["sourceLabels"][0].as_str() == Some("__meta_kubernetes_pod_name")
+            && r["targetLabel"].as_str() == Some("instance")
+    }));
+}
+
+// ------------------------------------------------- rushd health ----
+
+/// `rushd ARGS… health` with only `env` set: its exit status and stderr.
+fn rushd_health(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rushd"))
+        .env_clear()
+        .envs(env.iter().copied())
+        .args(args)
+        .output()
+        .expect("rushd runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The container's HEALTHCHECK: `rushd health` probes the HTTP address the
+/// configuration gives, wherever that is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rushd_health_follows_the_config() {
+    let http = common::fixed_listen_addr();
+    let port = port_of(&http);
+    let node = common::TestNode::start_with(|c| c.server.http = http.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rushd.toml");
+    // As in the image: every interface in the file, probed on loopback.
+    std::fs::write(&file, format!("[server]\nhttp = \"0.0.0.0:{port}\"\n")).unwrap();
+    let file = file.to_str().unwrap();
+    // The node serves from this runtime while the check blocks a worker.
+    let health = |args: &[&str], env: &[(&str, &str)]| {
+        tokio::task::block_in_place(|| rushd_health(args, env))
+    };
+    let (ok, err) = health(&["health"], &[("RUSH_CONFIG", file)]);
+    assert!(ok, "{err}");
+    let (ok, err) = health(&["--config", file, "health", "--ready"], &[]);
+    assert!(ok, "{err}");
+    let (ok, err) = health(&["health"], &[("RUSH_HTTP", http.as_str())]);
+    assert!(ok, "{err}");
+    // HTTP turned off, or a port nobody can know: a clear refusal.
+    let (ok, err) = health(&["--http", "", "health"], &[]);
+    assert!(!ok && err.contains("server.http is off"), "{err}");
+    let (ok, err) = health(&["--http", "127.0.0.1:0", "health"], &[]);
+    assert!(!ok && err.contains("can't know it"), "{err}");
+    node.stop().await;
+    // The node is gone: the check fails, naming the address.
+    let (ok, err) = health(&["health", "--timeout", "1"], &[("RUSH_CONFIG", file)]);
+    assert!(!ok, "the node is stopped");
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
 }

@@ -623,7 +623,7 @@ async fn retention_removes_old_days_and_keeps_newer_ones_in_the_same_bucket() {
     assert_eq!(storage.count_raw(shard, &bucket, &end).unwrap(), 1);
     let (_, body) = common::http_get(node.running().http_addr().unwrap(), "/metrics").await;
     assert!(
-        body.contains("rush_envelope_retention_days_removed_total 1"),
+        body.contains("rush_envelope_retention_day_buckets_removed_total 1"),
         "{body}"
     );
     node.stop().await;

@@ -66,6 +66,23 @@ struct Args {
     /// Log filter (tracing's EnvFilter syntax).
     #[arg(long, env = "RUSH_LOG", default_value = "info")]
     log: String,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Exit 0 if the node this configuration (file, RUSH_*, flags) describes
+    /// answers GET /health on its HTTP listener, 1 otherwise: the container
+    /// image's HEALTHCHECK, which then follows `[server] http`.
+    Health {
+        /// Ask /ready (serving and not draining) instead.
+        #[arg(long)]
+        ready: bool,
+        /// Seconds to wait for the answer.
+        #[arg(long, default_value_t = 3)]
+        timeout: u64,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -114,6 +131,12 @@ fn main() -> anyhow::Result<()> {
     if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
         config.tls.cert_file = Some(cert);
         config.tls.key_file = Some(key);
+    }
+    if let Some(Command::Health { ready, timeout }) = args.command {
+        let addr = config.http_probe_addr()?;
+        let path = if ready { "/ready" } else { "/health" };
+        rush_daemon::http::probe(addr, path, std::time::Duration::from_secs(timeout))?;
+        return Ok(());
     }
     config.validate()?;
     if !rush_daemon::server::raise_fd_limit() {

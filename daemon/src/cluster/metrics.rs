@@ -20,6 +20,11 @@ pub struct ClusterMetrics {
     pub migration_failures: IntCounterVec,
 }
 
+/// How a failed slot move ends: given back to the source ("rolled back"),
+/// or unknown until the target answers ("unresolved": the slot stays
+/// frozen, answering TRYAGAIN, while the source keeps asking).
+pub const MIGRATION_OUTCOMES: [&str; 2] = ["rolled back", "unresolved"];
+
 impl ClusterMetrics {
     pub fn new(r: &Registry) -> ClusterMetrics {
         let c = |name: &str, help: &str| {
@@ -36,7 +41,7 @@ impl ClusterMetrics {
             )
             .expect("valid"),
         );
-        ClusterMetrics {
+        let m = ClusterMetrics {
             epoch: crate::metrics::reg(
                 r,
                 IntGauge::new("cluster_epoch", "Epoch of the cluster map in force").expect("valid"),
@@ -74,6 +79,12 @@ impl ClusterMetrics {
                 )
                 .expect("valid"),
             ),
+        };
+        // Every outcome exists from the start, at 0, so an alert's rate sees
+        // the first failure (deploy/prometheus/rush-alerts.yml).
+        for outcome in MIGRATION_OUTCOMES {
+            m.migration_failures.with_label_values(&[outcome]);
         }
+        m
     }
 }

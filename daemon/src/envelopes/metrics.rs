@@ -23,7 +23,8 @@ pub struct EnvelopeMetrics {
     /// Refunds written and not yet acknowledged, per shard (the refund
     /// backlog the payment system still has to pay).
     pub refunds_pending: IntGaugeVec,
-    /// Calendar days of a slot removed by retention.
+    /// Day buckets (a slot's envelopes of one calendar day) removed by
+    /// retention. Not `…_days_…`: promtool reads "days" as a time unit.
     pub days_removed: IntCounter,
 }
 
@@ -93,8 +94,8 @@ impl EnvelopeMetrics {
                 .expect("valid"),
             ),
             days_removed: counter(
-                "envelope_retention_days_removed_total",
-                "Calendar days of a slot removed by retention",
+                "envelope_retention_day_buckets_removed_total",
+                "Day buckets (one slot's envelopes of one calendar day) removed by retention",
             ),
         }
     }

@@ -7,6 +7,27 @@
 //! Each request becomes a LINK_RESOLVE (or LINK_INFO for QR codes) job on
 //! the shard of the code's slot, answered through a oneshot channel — the
 //! same path as a protocol request, so visits are counted and expiry slides.
+//!
+//! Caching, deliberately:
+//!
+//! - **302** (a link that may change: LINK_UPDATE, delete, expiry) is
+//!   `Cache-Control: private, no-store`: every visit reaches rushd, is
+//!   counted and slides the expiry.
+//! - **301** (`--permanent`) is `public, max-age=N`, N =
+//!   `links.permanent_cache_secs` (an hour by default) but never past the
+//!   link's expiry, so a cache stops answering before the link could be
+//!   gone (or before its expiry would have slid). Visits a cache answers
+//!   are not counted; an update or delete reaches them up to N later.
+//!   `permanent_cache_secs = 0` makes it `private, no-store` like a 302.
+//! - **Answers that depend on the visitor's platform** (the link has an
+//!   iOS or Android URL) carry `Vary: User-Agent`, whichever platform asked,
+//!   and are never stored by shared caches: a 301 is `private, max-age=N`,
+//!   everything else `private, no-store`. Many CDNs ignore `Vary:
+//!   User-Agent` or normalise the header, and would hand the iPhone answer
+//!   to desktops; a browser's own cache is safe, its user agent is fixed.
+//! - The app-opening page, 404 and error pages are `private, no-store`;
+//!   QR codes are `public, max-age=300` (they show the short URL, which
+//!   never changes for a code).
 
 use crate::server::NodeShared;
 use crate::shard::route::shard_of_slot;
@@ -137,7 +158,11 @@ async fn redirect(
     let response = match check_code("code", &code) {
         Err(_) => not_found(),
         Ok(()) => match call(&node, LinkResolve::new(code).into()).await {
-            Ok(Reply::LinkResolve(link)) => visit(link, platform(&headers)),
+            Ok(Reply::LinkResolve(link)) => {
+                let permanent = node.config.links.permanent_cache_secs;
+                let cache = Cache::for_link(&link, node.clock.now_ms(), permanent);
+                visit(link, platform(&headers), cache)
+            }
             Ok(_) => error_page(StatusCode::INTERNAL_SERVER_ERROR, "unexpected answer"),
             Err(e) => from_error(&e),
         },
@@ -146,14 +171,59 @@ async fn redirect(
     response
 }
 
+/// What caches may do with one link's answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cache {
+    /// The answer depends on the User-Agent (the link has an app link).
+    by_platform: bool,
+    /// How long a 301 may be kept, in seconds (0: not at all).
+    permanent_secs: u64,
+}
+
+impl Cache {
+    /// `now` and the link's `expires_at` in Unix ms; `configured` is
+    /// `links.permanent_cache_secs`.
+    fn for_link(link: &ResolveReply, now: u64, configured: u64) -> Cache {
+        let left = match link.expires_at {
+            0 => u64::MAX,
+            at => at.saturating_sub(now) / 1000,
+        };
+        Cache {
+            by_platform: link.ios.is_some() || link.android.is_some(),
+            permanent_secs: configured.min(left),
+        }
+    }
+
+    fn headers(self, status: StatusCode, h: &mut HeaderMap) {
+        let secs = self.permanent_secs;
+        let control = if status != StatusCode::MOVED_PERMANENTLY || secs == 0 {
+            HeaderValue::from_static(NO_STORE)
+        } else if self.by_platform {
+            header_value(format!("private, max-age={secs}"))
+        } else {
+            header_value(format!("public, max-age={secs}"))
+        };
+        h.insert(header::CACHE_CONTROL, control);
+        if self.by_platform {
+            h.insert(header::VARY, HeaderValue::from_static("User-Agent"));
+        }
+    }
+}
+
+const NO_STORE: &str = "private, no-store";
+
+fn header_value(s: String) -> HeaderValue {
+    HeaderValue::from_str(&s).unwrap_or_else(|_| HeaderValue::from_static(NO_STORE))
+}
+
 /// Where a visitor goes: the app link of their platform, else the target.
-fn visit(link: ResolveReply, platform: Platform) -> Response {
+fn visit(link: ResolveReply, platform: Platform, cache: Cache) -> Response {
     let app = match platform {
         Platform::Ios => link.ios.as_deref(),
         Platform::Android => link.android.as_deref(),
         Platform::Other => None,
     };
-    match app {
+    let mut r = match app {
         // Universal links / App Links are web URLs the OS hands to the app.
         Some(app) if is_web(app) => redirect_to(app, StatusCode::FOUND),
         // A custom scheme: a page that opens the app and falls back to the
@@ -161,7 +231,10 @@ fn visit(link: ResolveReply, platform: Platform) -> Response {
         Some(app) => app_page(app, &link.target),
         None if link.permanent => redirect_to(&link.target, StatusCode::MOVED_PERMANENTLY),
         None => redirect_to(&link.target, StatusCode::FOUND),
-    }
+    };
+    let status = r.status();
+    cache.headers(status, r.headers_mut());
+    r
 }
 
 fn is_web(url: &str) -> bool {
@@ -171,15 +244,7 @@ fn is_web(url: &str) -> bool {
 
 fn redirect_to(url: &str, status: StatusCode) -> Response {
     let mut r = status.into_response();
-    let h = r.headers_mut();
-    h.insert(header::LOCATION, location(url));
-    if status == StatusCode::FOUND {
-        // Every visit should reach us (and be counted).
-        h.insert(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("private, no-store"),
-        );
-    }
+    r.headers_mut().insert(header::LOCATION, location(url));
     r
 }
 
@@ -222,10 +287,7 @@ fn page(status: StatusCode, body: String) -> Response {
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("text/html; charset=utf-8"),
             ),
-            (
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("private, no-store"),
-            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static(NO_STORE)),
         ],
         body,
     )
@@ -375,6 +437,50 @@ mod tests {
             location("https://e.com/ä").to_str().unwrap(),
             "https://e.com/%C3%A4"
         );
+    }
+
+    #[test]
+    fn cache_policy() {
+        let link = |ios: Option<&str>, expires_at| ResolveReply {
+            target: "https://e.com/".into(),
+            ios: ios.map(str::to_string),
+            android: None,
+            permanent: true,
+            expires_at,
+        };
+        let now = 1_000_000_000;
+        let answer = |cache: Cache, status| {
+            let mut h = HeaderMap::new();
+            cache.headers(status, &mut h);
+            let get = |k| {
+                h.get(k)
+                    .map(|v: &HeaderValue| v.to_str().unwrap().to_string())
+            };
+            (get(header::CACHE_CONTROL).unwrap(), get(header::VARY))
+        };
+        let moved = StatusCode::MOVED_PERMANENTLY;
+        let plain = Cache::for_link(&link(None, 0), now, 3600);
+        assert_eq!(answer(plain, moved), ("public, max-age=3600".into(), None));
+        assert_eq!(answer(plain, StatusCode::FOUND), (NO_STORE.into(), None));
+        // Never cached past the link's expiry.
+        let soon = Cache::for_link(&link(None, now + 90_500), now, 3600);
+        assert_eq!(answer(soon, moved).0, "public, max-age=90");
+        let gone = Cache::for_link(&link(None, now + 500), now, 3600);
+        assert_eq!(answer(gone, moved).0, NO_STORE);
+        let off = Cache::for_link(&link(None, 0), now, 0);
+        assert_eq!(answer(off, moved).0, NO_STORE);
+        // Platform-dependent: Vary, and out of shared caches.
+        let app = Cache::for_link(&link(Some("myapp://x"), 0), now, 3600);
+        let vary = Some("User-Agent".to_string());
+        assert_eq!(
+            answer(app, moved),
+            ("private, max-age=3600".into(), vary.clone())
+        );
+        assert_eq!(
+            answer(app, StatusCode::FOUND),
+            (NO_STORE.into(), vary.clone())
+        );
+        assert_eq!(answer(app, StatusCode::OK), (NO_STORE.into(), vary));
     }
 
     #[test]

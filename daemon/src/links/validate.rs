@@ -7,7 +7,11 @@
 //!   any letter case, whatever the configuration says;
 //! - at most 4 KiB (longer is TOO_LARGE, at decode);
 //! - no control characters and no whitespace anywhere;
-//! - every `%` starts a valid escape (`%` and two hex digits).
+//! - every `%` starts a valid escape (`%` and two hex digits);
+//! - the URL parses as a browser parses it (WHATWG URL, the `url` crate):
+//!   a port within 1-65535, a well-formed IPv4 or bracketed IPv6 address
+//!   or domain name, so what we store is what the visitor's browser will
+//!   follow. The text is stored as given; parsing only judges it.
 
 use super::config::FORBIDDEN_SCHEMES;
 use rush_protocol::limits::MAX_URL;
@@ -82,18 +86,18 @@ impl UrlRules {
         let rest = &url[colon + 1..];
         match scheme.as_str() {
             "http" | "https" => {
-                let Some(after) = rest.strip_prefix("//") else {
+                // WHATWG parsing forgives `https:host` and `https:\\host`;
+                // a link's target is written for people, so it says `//`.
+                if !rest.starts_with("//") {
                     return bad(format!("{scheme} URL needs //host"));
-                };
-                let authority = after.split(['/', '?', '#']).next().unwrap_or("");
-                let host_port = authority.rsplit('@').next().unwrap_or("");
-                let host = if host_port.starts_with('[') {
-                    host_port.split(']').next().map(|h| &h[1..]).unwrap_or("")
-                } else {
-                    host_port.split(':').next().unwrap_or("")
-                };
-                if host.is_empty() {
+                }
+                let parsed =
+                    parse(url).map_err(|why| RushError::bad_request(format!("{field}: {why}")))?;
+                if parsed.host_str().is_none_or(str::is_empty) {
                     return bad(format!("{scheme} URL has no host"));
+                }
+                if parsed.port() == Some(0) {
+                    return bad(format!("port 0 is not a port ({PORTS})"));
                 }
                 Ok(())
             }
@@ -101,6 +105,7 @@ impl UrlRules {
                 if rest.is_empty() {
                     return bad(format!("{s}: URL is empty after the scheme"));
                 }
+                parse(url).map_err(|why| RushError::bad_request(format!("{field}: {why}")))?;
                 Ok(())
             }
             s if app => bad(format!(
@@ -109,6 +114,27 @@ impl UrlRules {
             s => bad(format!("scheme {s:?} is not allowed (only http and https)")),
         }
     }
+}
+
+const PORTS: &str = "ports are 1-65535";
+
+/// Parse as a browser does; the error says what is wrong in words a person
+/// who typed the URL recognises.
+fn parse(text: &str) -> Result<url::Url, String> {
+    use url::ParseError as P;
+    url::Url::parse(text).map_err(|e| match e {
+        P::EmptyHost => "has no host".to_string(),
+        P::InvalidPort => format!("invalid port ({PORTS})"),
+        P::InvalidIpv4Address => "invalid IPv4 address in the host".to_string(),
+        P::InvalidIpv6Address => {
+            "invalid IPv6 address in the host (written in brackets: https://[2001:db8::1]/)"
+                .to_string()
+        }
+        P::InvalidDomainCharacter | P::IdnaError => {
+            "the host is not a valid domain name".to_string()
+        }
+        other => format!("not a valid URL ({other})"),
+    })
 }
 
 #[cfg(test)]
@@ -124,6 +150,8 @@ mod tests {
             "HTTPS://user@example.com/",
             "https://[::1]:80/x",
             "https://例え.jp/パス",
+            "https://example.com:65535/",
+            "http://192.0.2.1:80/",
         ] {
             assert!(r.check_target("url", ok).is_ok(), "{ok}");
         }
@@ -145,10 +173,34 @@ mod tests {
             "https://",
             "https://:80/",
             "myapp://open",
+            "https:\\\\example.com/",
         ] {
             let e = r.check_target("url", bad).unwrap_err();
             assert_eq!(e.code, ErrorCode::BadRequest, "{bad}");
         }
+        // What the URL parser refuses, each with a message naming the part.
+        for (bad, says) in [
+            (
+                "https://example.com:99999/",
+                "invalid port (ports are 1-65535)",
+            ),
+            ("https://example.com:0/", "port 0 is not a port"),
+            ("https://example.com:8o/", "invalid port"),
+            ("https://[::1/x", "invalid IPv6 address"),
+            ("https://[::g]/", "invalid IPv6 address"),
+            ("http://1.2.3.999/", "invalid IPv4 address"),
+            (
+                "https://exa<mple.com/",
+                "the host is not a valid domain name",
+            ),
+            ("https://xn--a.com/", "the host is not a valid domain name"),
+        ] {
+            let e = r.check_target("url", bad).unwrap_err();
+            assert_eq!(e.code, ErrorCode::BadRequest, "{bad}");
+            assert!(e.message.starts_with("url: "), "{bad}: {}", e.message);
+            assert!(e.message.contains(says), "{bad}: {}", e.message);
+        }
+        assert!(r.check_app("ios", "myapp://a<b").is_err());
         assert!(r.check_app("ios", "myapp://open/1").is_ok());
         assert!(r.check_app("ios", "https://app.example/1").is_ok());
         assert!(r.check_app("ios", "otherapp://x").is_err());

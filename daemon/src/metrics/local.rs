@@ -401,6 +401,14 @@ pub fn counter(r: &prometheus::Registry, name: &str, help: &str, writers: usize)
     register(r, CounterVec::new(name, help, &[], writers)).with_label_values(&[])
 }
 
+/// Export a counter another part of the node keeps (storage's, made with
+/// [`Counter::detached`]) under `name`, read at every scrape.
+pub fn export_counter(r: &prometheus::Registry, name: &str, help: &str, c: &Counter) {
+    let v = CounterVec::new(name, help, &[], 1);
+    v.family.child(&[], || c.clone());
+    register(r, v);
+}
+
 /// A gauge moved by deltas, registered on the registry.
 pub fn gauge(r: &prometheus::Registry, name: &str, help: &str, writers: usize) -> Gauge {
     let g = Gauge::new(name, help, writers);

@@ -4,9 +4,16 @@
 //! shard's thread writes, with every label set resolved once (error answers
 //! included: a storm of LIMITED or BUSY answers is hot traffic in a flash
 //! sale). A scrape sums the shards. Gauges that can be read off live state
-//! (queue depths, storage counters) are filled in at scrape time.
+//! (queue depths) are filled in at scrape time; storage keeps its own
+//! counters, exported as they are.
+//!
+//! Besides `rush_*`, a scrape carries `rush_build_info{version,commit}` and
+//! the standard `process_*` metrics ([`process`]). Every family passes
+//! `promtool check metrics` (daemon/tests/metrics.rs runs it on a live
+//! node).
 
 pub mod local;
+pub mod process;
 
 use prometheus::{
     Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
@@ -17,6 +24,16 @@ use std::sync::{Arc, OnceLock};
 /// Error codes counted per opcode without a lookup (codes are below this).
 const CODES: usize = 64;
 
+/// Outcomes whose `rush_requests_total` series exist from the start, at 0,
+/// for every opcode: the ones alert rules select
+/// (deploy/prometheus/rush-alerts.yml). A counter that appears only with
+/// its first increment has no rate for that first burst, so the alert
+/// would miss it. Other error outcomes appear when they first happen.
+const PRESET_OUTCOMES: &[ErrorCode] = &[ErrorCode::Internal];
+
+/// The commit rushd was built from (`build.rs`; "unknown" without git).
+pub const BUILD_COMMIT: &str = env!("RUSH_BUILD_COMMIT");
+
 /// Latency buckets in seconds: 25 µs to 2.5 s.
 const LATENCY_BUCKETS: &[f64] = &[
     0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -25,6 +42,8 @@ const LATENCY_BUCKETS: &[f64] = &[
 
 pub struct Metrics {
     pub registry: Registry,
+    /// Unprefixed: `process_*` is named the same by every exporter.
+    process: Registry,
     /// Writers of the per-shard cells: one per shard, one shared.
     writers: usize,
     requests: Arc<local::CounterVec>,
@@ -42,10 +61,6 @@ pub struct Metrics {
     pub connections_rejected: IntCounter,
     pub connections_closed: IntCounterVec,
     pub frames_rejected: IntCounterVec,
-    pub storage_writes: IntGauge,
-    pub storage_syncs: IntGauge,
-    pub storage_write_errors: IntGauge,
-    pub storage_reads: IntGauge,
     pub auth_failures: IntCounter,
     pub row_cache_hits: IntCounter,
     pub row_cache_misses: IntCounter,
@@ -68,10 +83,50 @@ pub(crate) fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry
 }
 
 impl Metrics {
-    /// Metrics of a node running `shards` shards.
-    pub fn new(shards: usize) -> Metrics {
+    /// Metrics of a node running `shards` shards on `storage`.
+    pub fn new(shards: usize, storage: &crate::storage::StorageStats) -> Metrics {
         let writers = shards + 1;
         let r = Registry::new_custom(Some("rush".into()), None).expect("valid prefix");
+        let build = reg(
+            &r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "build_info",
+                    "Always 1: the version and commit this rushd was built from",
+                ),
+                &["version", "commit"],
+            )
+            .expect("valid"),
+        );
+        build
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), BUILD_COMMIT])
+            .set(1);
+        // Storage counts its writes and reads itself (it runs below the
+        // shards); a scrape reads those counters directly.
+        for (name, help, counter) in [
+            (
+                "storage_writes_total",
+                "RocksDB write batches",
+                &storage.writes,
+            ),
+            (
+                "storage_syncs_total",
+                "RocksDB write batches fsynced",
+                &storage.syncs,
+            ),
+            (
+                "storage_write_errors_total",
+                "RocksDB writes that failed",
+                &storage.write_errors,
+            ),
+            ("storage_reads_total", "RocksDB point reads", &storage.reads),
+        ] {
+            local::export_counter(&r, name, help, counter);
+        }
+        let process = Registry::new();
+        process
+            .register(Box::new(process::ProcessCollector::new()))
+            .expect("one process collector");
         let requests = local::register(
             &r,
             local::CounterVec::new(
@@ -106,10 +161,25 @@ impl Metrics {
             )
             .with_label_values(&[])
         };
+        let errors: Box<[OnceLock<local::Counter>]> = (0..Opcode::ALL.len() * CODES)
+            .map(|_| OnceLock::new())
+            .collect();
+        for (i, op) in Opcode::ALL.iter().enumerate() {
+            for code in PRESET_OUTCOMES {
+                let c = code.as_u8() as usize;
+                let preset = requests.with_label_values(&[op.name(), code.name()]);
+                // A code past the table is counted by label lookup instead
+                // (`observe`), from the same family: the preset series is it.
+                if c < CODES {
+                    let _ = errors[i * CODES + c].set(preset);
+                }
+            }
+        }
         Metrics {
             writers,
             opcode_index,
-            errors: (0..Opcode::ALL.len() * CODES).map(|_| OnceLock::new()).collect(),
+            errors,
+            process,
             ok_by_opcode,
             latency_by_opcode,
             requests,
@@ -166,24 +236,6 @@ impl Metrics {
                     &["reason"],
                 )
                 .expect("valid"),
-            ),
-            storage_writes: reg(
-                &r,
-                IntGauge::new("storage_writes_total", "RocksDB write batches").expect("valid"),
-            ),
-            storage_syncs: reg(
-                &r,
-                IntGauge::new("storage_syncs_total", "RocksDB write batches fsynced")
-                    .expect("valid"),
-            ),
-            storage_write_errors: reg(
-                &r,
-                IntGauge::new("storage_write_errors_total", "RocksDB writes that failed")
-                    .expect("valid"),
-            ),
-            storage_reads: reg(
-                &r,
-                IntGauge::new("storage_reads_total", "RocksDB point reads").expect("valid"),
             ),
             row_cache_hits: reg(
                 &r,
@@ -263,18 +315,14 @@ impl Metrics {
         self.latency_by_opcode[i].observe(seconds);
     }
 
-    /// Prometheus text exposition.
+    /// Prometheus text exposition: `rush_*`, then `process_*`.
     pub fn render(&self) -> String {
+        let mut families = self.registry.gather();
+        families.extend(self.process.gather());
         let mut out = Vec::new();
         TextEncoder::new()
-            .encode(&self.registry.gather(), &mut out)
+            .encode(&families, &mut out)
             .expect("text encoding can't fail");
         String::from_utf8(out).expect("prometheus text is UTF-8")
-    }
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new(1)
     }
 }

@@ -90,6 +90,12 @@ impl Running {
         self.redirect_addr
     }
 
+    /// What short URLs start with: `links.base_url`, or the one derived
+    /// from the redirect listener's address when that is not set.
+    pub fn base_url(&self) -> &str {
+        &self.node.config.links.base_url
+    }
+
     pub fn clock(&self) -> &Clock {
         &self.node.clock
     }
@@ -160,9 +166,8 @@ impl Running {
 }
 
 /// Bring a node up: open storage, start shards, bind listeners.
-pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
+pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> {
     config.validate()?;
-    let config = Arc::new(config);
     let shards = config.shard_count();
     let storage = {
         let (cfg, clock) = (config.storage.clone(), clock.clone());
@@ -179,7 +184,7 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
     let storage = Arc::new(storage);
     let node_id = node_id(&config, &storage)?;
     crate::links::ensure_key(&storage).context("short-link code key")?;
-    let metrics = Arc::new(Metrics::new(shards));
+    let metrics = Arc::new(Metrics::new(shards, &storage.stats));
 
     // Listeners first: a lone node started on port 0 reports its real
     // address in CLUSTER_SLOTS. Connections wait in the backlog until the
@@ -211,6 +216,21 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
         .as_ref()
         .map(|l| l.local_addr())
         .transpose()?;
+    // Short URLs name the redirect listener as bound (its real port when
+    // configured as 0), unless links.base_url says otherwise.
+    let short_urls = config.links.short_urls(&crate::links::config::Listeners {
+        protocol: addr,
+        http: http_addr,
+        redirect: redirect_addr,
+    });
+    if let Some(w) = &short_urls.warning {
+        tracing::warn!(base_url = %short_urls.base_url, "{w}");
+    }
+    if let Some(n) = &short_urls.note {
+        tracing::info!(base_url = %short_urls.base_url, "{n}");
+    }
+    config.links.base_url = short_urls.base_url;
+    let config = Arc::new(config);
 
     let auth = crate::auth::Auth::load(
         config.auth.token_file.as_deref(),
@@ -295,7 +315,7 @@ pub async fn start(config: Config, clock: Clock) -> anyhow::Result<Running> {
     // A slot move this node was coordinating when it stopped is resolved
     // in the background (its slot answers TRYAGAIN meanwhile).
     crate::cluster::recover_at_start(&node);
-    tracing::info!(%addr, http = %http_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), redirect = %redirect_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), shards = node.shards.len(), node = %node.node_id, "rushd ready");
+    tracing::info!(%addr, http = %http_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), redirect = %redirect_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), base_url = %node.config.links.base_url, shards = node.shards.len(), node = %node.node_id, "rushd ready");
     Ok(Running {
         node,
         addr,

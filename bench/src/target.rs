@@ -164,7 +164,7 @@ impl Target {
                     connect_timeout: timeout,
                     request_timeout: timeout,
                     // A bench reports failures; it doesn't hide them behind
-                    // retries. (MOVED and ASK are still followed: routing.)
+                    // retries. (MOVED is still followed: routing.)
                     retry_deadline: Duration::ZERO,
                     ..ClientOptions::default()
                 };

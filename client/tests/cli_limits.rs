@@ -87,10 +87,15 @@ async fn limit_commands() {
         "{}",
         o.stdout
     );
-    // A replay: still 0, says so.
+    // A replay: still 0, says so, with the counts as they are now.
     let o = run(&["limit", "acquire", "flash", "u1", "o1", "sku-2", "sku-1"]).await;
     assert_eq!(o.code, 0);
-    assert!(o.stdout.contains("replayed"), "{}", o.stdout);
+    assert!(o.stdout.starts_with("allowed (replayed"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("total (total) 2/3 remaining 1"),
+        "{}",
+        o.stdout
+    );
     // Limited: exit 2, naming the rule and item.
     let o = run(&["limit", "acquire", "flash", "u1", "o2", "sku-1"]).await;
     assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
@@ -148,6 +153,28 @@ async fn limit_commands() {
     let o = run(&["limit", "release", "flash", "u1", "o1"]).await;
     assert_eq!(o.code, 0);
     assert!(o.stdout.starts_with("already released"), "{}", o.stdout);
+    // A replay of the released order says so, with the counts of now.
+    let o = run(&["limit", "acquire", "flash", "u1", "o1", "sku-1", "sku-2"]).await;
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.starts_with("released (replayed"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("item sku-1 0/1 remaining 1"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("total (total) 0/3 remaining 3"),
+        "{}",
+        o.stdout
+    );
+    let j = common::json(
+        &addr,
+        &["limit", "acquire", "flash", "u1", "o1", "sku-1", "sku-2"],
+    )
+    .await;
+    assert_eq!(j["replayed"], true);
+    assert_eq!(j["released"], true);
+    assert_eq!(j["allowed"], false);
     let o = run(&["limit", "release", "flash", "u1", "never"]).await;
     assert_eq!(o.code, 1);
     assert!(o.stderr.contains("NOT_FOUND"), "{}", o.stderr);

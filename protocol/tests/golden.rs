@@ -195,6 +195,7 @@ const SHANGHAI_MIDNIGHT: u64 = 1_772_380_800_000;
 fn acquire_reply() -> AcquireReply {
     AcquireReply {
         replayed: false,
+        released: false,
         allowances: vec![
             Allowance {
                 rule: "item".into(),

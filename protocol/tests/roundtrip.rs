@@ -592,12 +592,14 @@ fn service_reply() -> impl Strategy<Value = Reply> {
         any::<bool>().prop_map(Reply::LinkDelete),
     ];
     let limits = prop_oneof![
-        (any::<bool>(), allowances()).prop_map(|(replayed, allowances)| Reply::LimitAcquire(
-            AcquireReply {
+        (any::<bool>(), any::<bool>(), allowances()).prop_map(
+            |(replayed, released, allowances)| Reply::LimitAcquire(AcquireReply {
                 replayed,
-                allowances
-            }
-        )),
+                // Released is only ever said of a replayed order.
+                released: replayed && released,
+                allowances,
+            })
+        ),
         (any::<bool>(), order_items())
             .prop_map(|(replayed, items)| Reply::LimitRelease(ReleaseReply { replayed, items })),
         (allowances(), any::<bool>()).prop_map(|(allowances, truncated)| Reply::LimitStatus(

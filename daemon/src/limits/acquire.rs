@@ -5,6 +5,7 @@ use super::order::{sorted_items, Lines, OrderRecord, Touched};
 use super::policy::{CompiledRule, Pos};
 use super::Limits;
 use crate::shard::txn::Txn;
+use crate::storage::keys;
 use rush_protocol::cmd::{AcquireReply, Allowance, LimitAcquire, Scope};
 use rush_protocol::{ErrorCode, ErrorDetail, Reply, RushError};
 
@@ -29,7 +30,7 @@ impl Limits {
     ) -> Result<Reply, RushError> {
         let (policy, at) = self.order(&r.user, &r.policy, &r.order_id)?;
 
-        // A known order id: the first answer, nothing counted.
+        // A known order id: nothing counted, the counts as they are now.
         if let Some(order) = OrderRecord::load(txn, &at.record, now)? {
             if order.items != sorted_items(&r.items) {
                 policy.metrics.conflict.inc();
@@ -44,6 +45,19 @@ impl Limits {
             policy.metrics.replayed.inc();
             let mut reply = order.first_reply()?;
             reply.replayed = true;
+            reply.released = order.released;
+            for a in &mut reply.allowances {
+                // A rule the policy no longer has keeps its first answer.
+                let Some(rule) = policy.rules.iter().find(|rule| rule.name == a.rule) else {
+                    continue;
+                };
+                let pos = rule.pos(now)?;
+                let key = keys::limit_counter(&at.counters, &rule.name, &a.item);
+                let counter = Counter::load(txn, &key, now)?;
+                a.count = counter.count_at(&pos);
+                a.limit = rule.max;
+                a.resets_at_ms = counter.resets_at(&pos);
+            }
             return Ok(Reply::LimitAcquire(reply));
         }
 
@@ -95,6 +109,7 @@ impl Limits {
         }
         let reply = AcquireReply {
             replayed: false,
+            released: false,
             allowances,
         };
         let record = OrderRecord {

@@ -209,6 +209,7 @@ mod tests {
     fn record_round_trips() {
         let reply = AcquireReply {
             replayed: false,
+            released: false,
             allowances: vec![Allowance {
                 rule: "total".into(),
                 item: String::new(),

@@ -136,17 +136,22 @@ pub async fn run(c: &Client, cmd: LimitCmd, out: Out) -> anyhow::Result<ExitCode
             match c.limit_acquire(policy, user, order, items).await {
                 Ok(reply) => out.print(
                     || {
-                        let head = if reply.replayed {
-                            "allowed (replayed: this order was counted before)"
-                        } else {
-                            "allowed"
+                        let head = match (reply.replayed, reply.released) {
+                            (false, _) => "allowed",
+                            (true, false) => {
+                                "allowed (replayed: this order was counted before; counts as of now)"
+                            }
+                            (true, true) => {
+                                "released (replayed: this order was counted, then released; counts as of now)"
+                            }
                         };
                         format!("{head}{}", allowances_text(&reply.allowances))
                     },
                     || {
                         json!({
-                            "allowed": true,
+                            "allowed": !reply.released,
                             "replayed": reply.replayed,
+                            "released": reply.released,
                             "allowances": allowances_json(&reply.allowances),
                         })
                     },

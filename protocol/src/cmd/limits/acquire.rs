@@ -27,9 +27,10 @@ impl OrderItem {
 /// string). Checks every rule of the policy for every item; if all pass, every
 /// count is recorded in one atomic write (fsynced before the answer unless the
 /// policy is relaxed), else nothing is recorded and the answer is LIMITED
-/// naming the first failing rule and item. Repeating an order id returns the
-/// first answer (with `replayed` set) and counts nothing; the same order id
-/// with other items is CONFLICT.
+/// naming the first failing rule and item. Repeating an order id counts
+/// nothing and answers `replayed` with the counts as they are now (and
+/// `released` when the order was released since); the same order id with
+/// other items is CONFLICT.
 ///
 /// Items are 1–100 distinct ids (no item twice), each with a quantity of
 /// 1–1,000,000; anything else is BAD_REQUEST.
@@ -45,11 +46,19 @@ pub struct LimitAcquire {
 /// order's item order), one entry per total rule, rules in policy order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AcquireReply {
-    /// This order id had been acquired before: this is its first answer, and
-    /// nothing was counted now.
+    /// This order id had been acquired before: nothing was counted now, and
+    /// the allowances are the current counts of the rules it was counted in.
     pub replayed: bool,
+    /// A replayed order that was released since: its counts were given back.
+    /// Never set without `replayed`.
+    pub released: bool,
     pub allowances: Vec<Allowance>,
 }
+
+/// The reply's first byte: how this answer relates to the order id.
+const COUNTED: u8 = 0;
+const REPLAYED: u8 = 1;
+const REPLAYED_RELEASED: u8 = 2;
 
 impl LimitAcquire {
     pub(crate) fn route(&self) -> Result<Target, RushError> {
@@ -111,15 +120,26 @@ impl Wire for LimitAcquire {
 
 impl Wire for AcquireReply {
     fn encode(&self, out: &mut BytesMut) {
-        out.put_bool(self.replayed);
+        out.put_u8(match (self.replayed, self.released) {
+            (false, _) => COUNTED,
+            (true, false) => REPLAYED,
+            (true, true) => REPLAYED_RELEASED,
+        });
         out.put_count(self.allowances.len());
         for a in &self.allowances {
             a.encode(out);
         }
     }
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        let (replayed, released) = match r.u8("replay")? {
+            COUNTED => (false, false),
+            REPLAYED => (true, false),
+            REPLAYED_RELEASED => (true, true),
+            b => return Err(DecodeError::invalid("replay", format!("replay byte {b}"))),
+        };
         Ok(AcquireReply {
-            replayed: r.bool("replayed")?,
+            replayed,
+            released,
             allowances: r.list(
                 "allowances",
                 MAX_POLICY_RULES * MAX_ORDER_ITEMS,

@@ -41,9 +41,9 @@ pub use batch::BatchBuilder;
 pub use connection::{Connection, Tls};
 pub use duration::{format_duration, format_remaining, parse_duration};
 pub use error::ClientError;
-pub use limits::LimitDenial;
 pub use routing::ClientStats;
 pub use rush_protocol as protocol;
+pub use rush_protocol::LimitDenial;
 pub use shards::NodeConnection;
 
 use bytes::Bytes;

@@ -19,37 +19,15 @@
 use crate::{Client, ClientError};
 use bytes::Bytes;
 use rush_protocol::cmd::*;
-use rush_protocol::ErrorDetail;
+use rush_protocol::{ErrorDetail, LimitDenial};
 
 /// Why LIMIT_ACQUIRE said LIMITED: the first rule and item that failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LimitDenial {
-    pub rule: String,
-    /// Empty for a total rule.
-    pub item: String,
-    pub current: u64,
-    pub limit: u64,
-    pub requested: u64,
-}
-
 impl ClientError {
     /// The denial, when this is a LIMITED answer.
     pub fn limit_denial(&self) -> Option<LimitDenial> {
         match self {
             ClientError::Server(e) => match &e.detail {
-                ErrorDetail::Limit {
-                    rule,
-                    item,
-                    current,
-                    limit,
-                    requested,
-                } => Some(LimitDenial {
-                    rule: rule.clone(),
-                    item: item.clone(),
-                    current: *current,
-                    limit: *limit,
-                    requested: *requested,
-                }),
+                ErrorDetail::Limit(denial) => Some(denial.clone()),
                 _ => None,
             },
             _ => None,

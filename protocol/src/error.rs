@@ -112,13 +112,20 @@ pub enum ErrorDetail {
     /// A BATCH was aborted by operation `index` (0-based); nothing was written.
     BatchIndex { index: u32 },
     /// LIMITED: which rule and item denied the order.
-    Limit {
-        rule: String,
-        item: String,
-        current: u64,
-        limit: u64,
-        requested: u64,
-    },
+    Limit(LimitDenial),
+}
+
+/// Why an order was LIMITED: the first rule and item it would take over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitDenial {
+    pub rule: String,
+    /// Empty for a total rule.
+    pub item: String,
+    /// What the rule had counted before this order.
+    pub current: u64,
+    pub limit: u64,
+    /// What the order asked for under the rule.
+    pub requested: u64,
 }
 
 /// An error answer: a code, a human-readable message and optional detail.
@@ -228,13 +235,13 @@ impl Wire for RushError {
                 out.put_u8(DETAIL_BATCH);
                 out.put_u32(*index);
             }
-            ErrorDetail::Limit {
+            ErrorDetail::Limit(LimitDenial {
                 rule,
                 item,
                 current,
                 limit,
                 requested,
-            } => {
+            }) => {
                 out.put_u8(DETAIL_LIMIT);
                 out.put_lp(rule.as_bytes());
                 out.put_lp(item.as_bytes());
@@ -260,13 +267,13 @@ impl Wire for RushError {
             DETAIL_BATCH => ErrorDetail::BatchIndex {
                 index: r.u32("index")?,
             },
-            DETAIL_LIMIT => ErrorDetail::Limit {
+            DETAIL_LIMIT => ErrorDetail::Limit(LimitDenial {
                 rule: r.string("rule", MAX_TEXT)?,
                 item: r.string("item", MAX_TEXT)?,
                 current: r.u64("current")?,
                 limit: r.u64("limit")?,
                 requested: r.u64("requested")?,
-            },
+            }),
             k => return Err(DecodeError::invalid("error detail", format!("kind {k}"))),
         };
         Ok(RushError {

@@ -19,7 +19,7 @@ pub mod slot;
 
 pub use cmd::links::code::{link_slot, Code};
 pub use codec::{DecodeError, Reader, Wire, WriteExt};
-pub use error::{ErrorCode, ErrorDetail, RushError};
+pub use error::{ErrorCode, ErrorDetail, LimitDenial, RushError};
 pub use frame::{Frame, FrameError, Header};
 pub use slot::{key_slot, parts_slot, SLOTS};
 

@@ -15,8 +15,8 @@ use rush_protocol::cmd::links::code::generated_parts;
 use rush_protocol::cmd::*;
 use rush_protocol::frame::{self, FrameError, Header, VERSION};
 use rush_protocol::{
-    key_slot, link_slot, parts_slot, Command, ErrorCode, ErrorDetail, Reply, Request, RushError,
-    Target,
+    key_slot, link_slot, parts_slot, Command, ErrorCode, ErrorDetail, LimitDenial, Reply, Request,
+    RushError, Target,
 };
 
 fn request<C: Command>(id: u64, cmd: C) -> Vec<u8> {
@@ -216,13 +216,13 @@ fn acquire_reply() -> AcquireReply {
 }
 
 fn limited() -> RushError {
-    RushError::new(ErrorCode::Limited, "limited").with_detail(ErrorDetail::Limit {
+    RushError::new(ErrorCode::Limited, "limited").with_detail(ErrorDetail::Limit(LimitDenial {
         rule: "total".into(),
         item: String::new(),
         current: 5,
         limit: 5,
         requested: 1,
-    })
+    }))
 }
 
 fn catalog_record() -> Record {
@@ -825,9 +825,9 @@ fn vectors_agree_with_each_other() {
         // Daily windows in Shanghai (UTC+8, no DST) end at its midnight.
         assert_eq!((a.resets_at_ms + 8 * 3_600_000) % DAY_MS, 0, "{}", a.rule);
     }
-    let ErrorDetail::Limit {
+    let ErrorDetail::Limit(LimitDenial {
         rule, item, limit, ..
-    } = limited().detail
+    }) = limited().detail
     else {
         panic!("LIMITED without its detail")
     };

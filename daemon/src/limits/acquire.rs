@@ -7,7 +7,7 @@ use super::Limits;
 use crate::shard::txn::Txn;
 use crate::storage::keys;
 use rush_protocol::cmd::{AcquireReply, Allowance, LimitAcquire, Scope};
-use rush_protocol::{ErrorCode, ErrorDetail, Reply, RushError};
+use rush_protocol::{ErrorCode, ErrorDetail, LimitDenial, Reply, RushError};
 
 /// One counter the order touches, read and checked before anything is
 /// written.
@@ -152,11 +152,11 @@ fn denied(
             rule.name, rule.scope, rule.max
         ),
     )
-    .with_detail(ErrorDetail::Limit {
+    .with_detail(ErrorDetail::Limit(LimitDenial {
         rule: rule.name.clone(),
         item: item.to_string(),
         current,
         limit: rule.max,
         requested,
-    })
+    }))
 }

@@ -12,9 +12,10 @@
 //! ([`NodeConnection`]: each bound to its shard with SHARD_BIND, so every
 //! request goes straight to the thread that runs it; `per_shard = false`
 //! keeps one per node): clone it freely and call from many tasks; requests
-//! are pipelined and answers matched by request id. Against a cluster, connect to any node: the client loads the
-//! map and sends each request to the node serving its slot (generated codes
-//! and envelope ids carry theirs), following MOVED (refreshing the map).
+//! are pipelined and answers matched by request id. Against a cluster,
+//! connect to any node: the client loads the map and sends each request to
+//! the node serving its slot (generated codes and envelope ids carry theirs),
+//! following MOVED (refreshing the map).
 //! A lost connection is re-established with backoff (jittered, see
 //! `backoff`); idempotent requests — and creates that carry an idempotency
 //! key — are retried until [`ClientOptions::retry_deadline`], as are answers
@@ -22,6 +23,12 @@
 //! fail with [`ClientError::ConnectionLost`] (their outcome is unknown).
 //! [`ClientOptions::on_retry`] is told about every retry, so a tool can say
 //! what it is waiting for.
+//!
+//! This file is the [`Client`] and its one request loop (route, send, follow
+//! MOVED, retry until the deadline): over 500 lines because the loop's
+//! retry, deadline and redirect rules read best as one piece; each service's
+//! calls live in a file of their own (`links.rs`, `limits.rs`, …), the
+//! options in `options.rs`.
 
 mod backoff;
 mod batch;
@@ -34,6 +41,7 @@ mod envelopes;
 mod error;
 mod limits;
 mod links;
+mod options;
 mod routing;
 mod shards;
 
@@ -41,6 +49,7 @@ pub use batch::BatchBuilder;
 pub use connection::{Connection, Tls};
 pub use duration::{format_duration, format_remaining, parse_duration};
 pub use error::ClientError;
+pub use options::{ClientOptions, RetryHook, RetryNotice};
 pub use routing::ClientStats;
 pub use rush_protocol as protocol;
 pub use rush_protocol::LimitDenial;
@@ -59,93 +68,6 @@ use tokio::sync::Mutex;
 /// The port rushd serves its protocol on unless `server.listen` says
 /// otherwise (its HTTP listener is on 7380, short-link redirects on 7381).
 pub const DEFAULT_PORT: u16 = 7379;
-
-/// Client settings.
-#[derive(Debug, Clone)]
-pub struct ClientOptions {
-    /// Sent in HELLO when the node requires authentication.
-    pub token: Option<String>,
-    pub client_name: String,
-    /// The most one connection attempt (TCP, TLS, HELLO, shard binding) may
-    /// take.
-    pub connect_timeout: Duration,
-    /// The most one attempt at a request may wait for its answer.
-    pub request_timeout: Duration,
-    /// How long a call is retried (reconnecting, waiting out TRYAGAIN),
-    /// counted from its start. Attempts after the first are cut short at
-    /// it, so a call that retries ends within about this long (the first
-    /// attempt has the whole `request_timeout`). Zero: no retries.
-    pub retry_deadline: Duration,
-    /// Also retry BUSY answers (the request was not applied) until the deadline.
-    pub retry_busy: bool,
-    /// Connect over TLS.
-    pub tls: Option<Tls>,
-    /// Keep one connection per shard of each node and send every request
-    /// to the shard that runs it (see [`NodeConnection`]); otherwise one
-    /// connection per node, and the node forwards between its shards.
-    pub per_shard: bool,
-    /// Called before every retry with what failed and how long the call
-    /// will go on trying (e.g. for a command-line tool to say on stderr
-    /// what it waits for). Runs on the calling task: keep it quick.
-    pub on_retry: Option<RetryHook>,
-}
-
-/// A retry about to happen (see [`ClientOptions::on_retry`]).
-#[derive(Debug)]
-pub struct RetryNotice<'a> {
-    /// The request's name (`GET`, `LINK_SHORTEN`…).
-    pub op: &'static str,
-    /// The node the failed attempt went to.
-    pub addr: &'a str,
-    /// Why the attempt failed.
-    pub error: &'a ClientError,
-    /// Retries of this call so far, this one included (1 for the first).
-    pub attempt: u32,
-    /// The wait before the next attempt.
-    pub wait: Duration,
-    /// Time left until the call's retry deadline.
-    pub remaining: Duration,
-}
-
-/// A callback for [`ClientOptions::on_retry`].
-#[derive(Clone)]
-pub struct RetryHook(Arc<dyn Fn(&RetryNotice<'_>) + Send + Sync>);
-
-impl RetryHook {
-    pub fn new(f: impl Fn(&RetryNotice<'_>) + Send + Sync + 'static) -> RetryHook {
-        RetryHook(Arc::new(f))
-    }
-}
-
-impl std::fmt::Debug for RetryHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RetryHook")
-    }
-}
-
-impl std::fmt::Debug for Tls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tls")
-            .field("server_name", &self.server_name)
-            .finish()
-    }
-}
-
-impl Default for ClientOptions {
-    fn default() -> Self {
-        ClientOptions {
-            token: None,
-            client_name: "rush-client".into(),
-            connect_timeout: Duration::from_secs(5),
-            request_timeout: Duration::from_secs(30),
-            retry_deadline: Duration::from_secs(10),
-            retry_busy: false,
-            tls: None,
-            per_shard: true,
-            on_retry: None,
-        }
-    }
-}
 
 struct Inner {
     /// The address the client was given: where it starts, and where

@@ -14,7 +14,8 @@ impl Client {
         self.call(LinkShorten::new(url)).await
     }
 
-    /// Shorten with options (length, TTL, alias, app links, account, reuse…).
+    /// Shorten with options (length, TTL, alias, app links, account, reuse,
+    /// `drop_query` to keep visits' query strings off the target…).
     pub async fn shorten_with(&self, req: LinkShorten) -> Result<ShortenReply, ClientError> {
         self.call(req).await
     }

@@ -197,3 +197,85 @@ fn is_rfc3339(s: &str) -> bool {
         && s.ends_with('Z')
         && s[..4].parse::<u16>().is_ok_and(|y| y >= 2020)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_passthrough_is_a_switch_on_shorten_and_update() {
+    let node = common::node_with(|c| c.links.base_url = "https://s.example/".into()).await;
+    let addr = node.addr();
+    let code_of = |short: &str| {
+        short
+            .trim()
+            .strip_prefix("https://s.example/")
+            .expect("a short URL")
+            .to_string()
+    };
+    let passthrough = |code: String| {
+        let addr = addr.clone();
+        async move {
+            let out = rush(&addr, &["link", "info", &code]).await;
+            assert_eq!(out.code, 0, "{}", out.stderr);
+            let text = out
+                .stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("query_passthrough: "))
+                .unwrap_or_else(|| panic!("no query_passthrough line in\n{}", out.stdout))
+                .to_string();
+            let j = common::json(&addr, &["link", "info", &code]).await;
+            (text, j["query_passthrough"].clone())
+        }
+    };
+    let on = || ("on".to_string(), serde_json::Value::Bool(true));
+    let off = || ("off".to_string(), serde_json::Value::Bool(false));
+
+    // On unless asked.
+    let out = rush(&addr, &["shorten", "https://example.com/on"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let default = code_of(&out.stdout);
+    assert_eq!(passthrough(default.clone()).await, on());
+
+    let out = rush(
+        &addr,
+        &[
+            "shorten",
+            "https://example.com/off",
+            "--no-query-passthrough",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let dropping = code_of(&out.stdout);
+    assert_eq!(passthrough(dropping.clone()).await, off());
+    let r = common::json(&addr, &["resolve", &dropping]).await;
+    assert_eq!(r["query_passthrough"], false);
+
+    // Update turns it either way, and an unrelated update keeps it.
+    let update = |code: String, flag: &'static str| {
+        let addr = addr.clone();
+        async move {
+            let out = rush(&addr, &["link", "update", &code, flag]).await;
+            assert_eq!(out.code, 0, "{flag}: {}", out.stderr);
+        }
+    };
+    update(dropping.clone(), "--query-passthrough").await;
+    assert_eq!(passthrough(dropping.clone()).await, on());
+    update(default.clone(), "--no-query-passthrough").await;
+    assert_eq!(passthrough(default.clone()).await, off());
+    update(default.clone(), "--permanent").await;
+    assert_eq!(passthrough(default.clone()).await, off());
+
+    // Both at once is refused before anything is sent.
+    let out = rush(
+        &addr,
+        &[
+            "link",
+            "update",
+            &default,
+            "--query-passthrough",
+            "--no-query-passthrough",
+        ],
+    )
+    .await;
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("cannot be used with"), "{}", out.stderr);
+    assert_eq!(passthrough(default).await, off());
+}

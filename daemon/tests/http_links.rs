@@ -375,3 +375,139 @@ async fn urls_a_browser_would_refuse_are_refused() {
     );
     node.stop().await;
 }
+
+#[tokio::test]
+async fn a_visits_query_string_reaches_the_target_unless_the_link_drops_it() {
+    let node = TestNode::start_with(|c| {
+        c.links.redirect_listen = "127.0.0.1:0".into();
+        c.links.app_schemes = vec!["myapp".into()];
+    })
+    .await;
+    let c = &node.client;
+    let addr = node.running().redirect_addr().unwrap();
+    let shorten = |req: LinkShorten| async move { c.shorten_with(req).await.unwrap().code };
+    let location = |path: String, ua: Option<&'static str>| async move {
+        let (status, h, body) = http(addr, &path, ua).await;
+        (status, header(&h, hyper::header::LOCATION), body)
+    };
+    let moved = |status: u16, to: &str| (status, Some(to.to_string()));
+    let at = |path: String| async move {
+        let (status, to, _) = location(path, None).await;
+        (status, to)
+    };
+
+    // The target's own parameters first, then the visit's, escapes as sent.
+    let own = shorten(LinkShorten::new("https://example.com/p?id=1")).await;
+    assert_eq!(
+        at(format!("/{own}?utm_source=news&q=a%20b%26c")).await,
+        moved(
+            302,
+            "https://example.com/p?id=1&utm_source=news&q=a%20b%26c"
+        )
+    );
+    // Without a query of its own, the target gets the visit's.
+    let plain = shorten(LinkShorten::new("https://example.com/plain")).await;
+    assert_eq!(
+        at(format!("/{plain}?utm_source=x")).await,
+        moved(302, "https://example.com/plain?utm_source=x")
+    );
+    // No query, or an empty one: the target exactly as stored.
+    assert_eq!(
+        at(format!("/{own}")).await,
+        moved(302, "https://example.com/p?id=1")
+    );
+    assert_eq!(
+        at(format!("/{own}?")).await,
+        moved(302, "https://example.com/p?id=1")
+    );
+    // A fragment stays last.
+    let fragment = shorten(LinkShorten::new("https://example.com/doc?id=2#part")).await;
+    assert_eq!(
+        at(format!("/{fragment}?utm_source=x")).await,
+        moved(302, "https://example.com/doc?id=2&utm_source=x#part")
+    );
+    // A 301 passes it on too (a cache keys on the whole short URL).
+    let permanent = shorten(LinkShorten {
+        permanent: true,
+        ..LinkShorten::new("https://example.com/perm")
+    })
+    .await;
+    assert_eq!(
+        at(format!("/{permanent}?ref=qr")).await,
+        moved(301, "https://example.com/perm?ref=qr")
+    );
+
+    // The switch off: the visit's query is dropped, and LINK_INFO says so.
+    let dropping = shorten(LinkShorten {
+        drop_query: true,
+        ..LinkShorten::new("https://example.com/d?id=3")
+    })
+    .await;
+    assert_eq!(
+        at(format!("/{dropping}?utm_source=x")).await,
+        moved(302, "https://example.com/d?id=3")
+    );
+    assert!(c.link_info(dropping.clone()).await.unwrap().drop_query);
+    assert!(!c.link_info(own.clone()).await.unwrap().drop_query);
+    // LINK_UPDATE turns it on and off; other updates leave it be.
+    let update = |code: &str, drop_query: Option<bool>| LinkUpdate {
+        drop_query,
+        ..LinkUpdate::new(code)
+    };
+    c.link_update(update(&dropping, Some(false))).await.unwrap();
+    assert_eq!(
+        at(format!("/{dropping}?utm_source=x")).await,
+        moved(302, "https://example.com/d?id=3&utm_source=x")
+    );
+    c.link_update(update(&own, Some(true))).await.unwrap();
+    c.link_update(LinkUpdate {
+        url: Some("https://example.com/p2?id=1".into()),
+        ..LinkUpdate::new(own.clone())
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        at(format!("/{own}?utm_source=x")).await,
+        moved(302, "https://example.com/p2?id=1")
+    );
+    assert!(c.link_info(own.clone()).await.unwrap().drop_query);
+
+    // App links are left as they are; the app page's fall-back to the
+    // website carries the query.
+    let app = shorten(LinkShorten {
+        ios: Some("https://app.example.com/item/1".into()),
+        android: Some("myapp://item/1".into()),
+        ..LinkShorten::new("https://example.com/item/1")
+    })
+    .await;
+    let path = format!("/{app}?utm_source=x");
+    let (status, to, _) = location(path.clone(), Some(IPHONE)).await;
+    assert_eq!(moved(status, "https://app.example.com/item/1"), (302, to));
+    let (status, _, page) = location(path.clone(), Some(ANDROID)).await;
+    assert_eq!(status, 200);
+    let page = String::from_utf8(page).unwrap();
+    assert!(page.contains("href=\"myapp://item/1\""), "{page}");
+    assert!(
+        page.contains("href=\"https://example.com/item/1?utm_source=x\""),
+        "{page}"
+    );
+    assert_eq!(
+        location(path, Some(DESKTOP)).await.1.as_deref(),
+        Some("https://example.com/item/1?utm_source=x")
+    );
+
+    // The QR path is not a redirect: its own query still picks the format,
+    // other parameters are ignored, and the code shows the bare short URL.
+    let short_url = c.link_info(plain.clone()).await.unwrap().short_url;
+    let (status, h, svg) = http(addr, &format!("/{plain}/qr?format=svg"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        header(&h, hyper::header::CONTENT_TYPE).as_deref(),
+        Some("image/svg+xml")
+    );
+    assert!(String::from_utf8(svg).unwrap().contains("<svg"));
+    let (status, _, png) = http(addr, &format!("/{plain}/qr?utm_source=x"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(qr_text(&png), short_url);
+    node.stop().await;
+}

@@ -355,6 +355,7 @@ fn resolve_reply() -> ResolveReply {
         android: None,
         permanent: false,
         expires_at: LINK_MADE + DAY_MS,
+        drop_query: false,
     }
 }
 
@@ -374,6 +375,7 @@ fn link_info_reply() -> LinkInfoReply {
         visits: 1,
         last_visit: LINK_VISITED,
         daily: vec![((LINK_VISITED / DAY_MS) as u32, 1)],
+        drop_query: false,
     }
 }
 

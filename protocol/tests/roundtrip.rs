@@ -139,6 +139,8 @@ fn links_op() -> impl Strategy<Value = Request> {
                         ios,
                         android,
                         permanent,
+                        // Both values, without a wider tuple.
+                        drop_query: length % 2 == 1,
                     }
                     .into()
                 }
@@ -192,6 +194,7 @@ fn links_op() -> impl Strategy<Value = Request> {
                     ios,
                     android,
                     permanent,
+                    drop_query: ttl_ms.map(|t| t % 2 == 1),
                 };
                 // An update changes something.
                 if u.url.is_none()
@@ -540,6 +543,7 @@ fn service_reply() -> impl Strategy<Value = Reply> {
                     android,
                     permanent,
                     expires_at,
+                    drop_query: expires_at % 2 == 1,
                 })
             }),
         (
@@ -585,6 +589,7 @@ fn service_reply() -> impl Strategy<Value = Reply> {
                         visits,
                         last_visit,
                         daily,
+                        drop_query: visits % 2 == 1,
                     })
                 }
             ),

@@ -1,6 +1,6 @@
 //! LINK_INFO: a link with its visit statistics (stored + still buffered).
 
-use super::record::{FLAG_ALIAS, FLAG_PERMANENT};
+use super::record::{FLAG_ALIAS, FLAG_DROP_QUERY, FLAG_PERMANENT};
 use super::visits::{day_of, load_stats};
 use super::Links;
 use crate::shard::txn::Txn;
@@ -29,6 +29,7 @@ impl Links {
             short_url: self.short_url(&r.code),
             permanent: rec.has(FLAG_PERMANENT),
             alias: rec.has(FLAG_ALIAS),
+            drop_query: rec.has(FLAG_DROP_QUERY),
             target: rec.target,
             account: Bytes::from(rec.account),
             ios: rec.ios,

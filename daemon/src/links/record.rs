@@ -10,9 +10,19 @@ pub const FLAG_ALIAS: u8 = 0x02;
 /// The reuse index (account, target) → this code points here (and lives in
 /// this link's slot).
 pub const FLAG_REUSE_INDEXED: u8 = 0x04;
+/// A visit's query string is dropped instead of passed on to the target.
+///
+/// Added to format 1 without a new format number: records written before
+/// it have the bit clear, which is the default (the query passes through),
+/// so they decode unchanged and mean what they meant. Older binaries
+/// ignore the bit (they never passed queries on).
+pub const FLAG_DROP_QUERY: u8 = 0x08;
 
 /// A link: `u8 format, u8 flags, u64 created, u64 ttl, u16+account,
 /// u16+target, (u8 tag, u16+url) ios, (u8 tag, u16+url) android`.
+///
+/// Flags: 0x01 permanent (301), 0x02 alias, 0x04 reuse-indexed, 0x08 drop
+/// the visit's query string; other bits are 0.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkRecord {
     pub flags: u8,
@@ -178,6 +188,24 @@ mod tests {
         let raw = r.encode();
         assert_eq!(LinkRecord::decode(&raw).unwrap(), r);
         assert!(LinkRecord::decode(&raw[..raw.len() - 1]).is_err());
+    }
+
+    /// A record written before [`FLAG_DROP_QUERY`] existed — these exact
+    /// bytes — decodes with query passthrough on.
+    #[test]
+    fn record_before_drop_query_passes_queries() {
+        let mut raw = vec![FORMAT, FLAG_PERMANENT];
+        raw.extend_from_slice(&5u64.to_be_bytes());
+        raw.extend_from_slice(&0u64.to_be_bytes());
+        raw.extend_from_slice(b"\x00\x00\x00\x0ehttps://e.com/\x00\x00");
+        let r = LinkRecord::decode(&raw).unwrap();
+        assert_eq!(r.target, "https://e.com/");
+        assert!(r.has(FLAG_PERMANENT));
+        assert!(!r.has(FLAG_DROP_QUERY));
+        let mut dropped = r.clone();
+        dropped.set(FLAG_DROP_QUERY, true);
+        assert_eq!(LinkRecord::decode(&dropped.encode()).unwrap(), dropped);
+        assert_eq!(dropped.encode()[1], FLAG_PERMANENT | FLAG_DROP_QUERY);
     }
 
     #[test]

@@ -4,6 +4,14 @@
 //! for their platform, or a small 404 page; `GET /{code}/qr` is a QR code of
 //! the short URL (PNG, or SVG with `?format=svg`).
 //!
+//! A visit's query string (`/CODE?utm_source=x`) is passed on to the target,
+//! after the target's own parameters (`https://e.com/p?id=1&utm_source=x`,
+//! a fragment stays last), as Shlink, Dub and Bitly do — unless the link
+//! drops queries (`drop_query`, `rush shorten --no-query-passthrough`). Keys
+//! are not de-duplicated: both values reach the target, which decides. App
+//! URLs are not touched (an app's deep link has its own grammar); the app
+//! page's fall-back to the website is the target with the query.
+//!
 //! Each request becomes a LINK_RESOLVE (or LINK_INFO for QR codes) job on
 //! the shard of the code's slot, answered through a oneshot channel — the
 //! same path as a protocol request, so visits are counted and expiry slides.
@@ -32,7 +40,7 @@
 use crate::server::NodeShared;
 use crate::shard::route::shard_of_slot;
 use crate::shard::{Job, ReplyTo};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -153,14 +161,21 @@ fn platform(headers: &HeaderMap) -> Platform {
 async fn redirect(
     State(node): State<Arc<NodeShared>>,
     Path(code): Path<String>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
     let response = match check_code("code", &code) {
         Err(_) => not_found(),
         Ok(()) => match call(&node, LinkResolve::new(code).into()).await {
-            Ok(Reply::LinkResolve(link)) => {
+            Ok(Reply::LinkResolve(mut link)) => {
                 let permanent = node.config.links.permanent_cache_secs;
                 let cache = Cache::for_link(&link, node.clock.now_ms(), permanent);
+                // Only a visit with a query costs anything here.
+                if let Some(query) = query.as_deref().filter(|q| !q.is_empty()) {
+                    if !link.drop_query {
+                        link.target = with_query(&link.target, query);
+                    }
+                }
                 visit(link, platform(&headers), cache)
             }
             Ok(_) => error_page(StatusCode::INTERNAL_SERVER_ERROR, "unexpected answer"),
@@ -235,6 +250,28 @@ fn visit(link: ResolveReply, platform: Platform, cache: Cache) -> Response {
     let status = r.status();
     cache.headers(status, r.headers_mut());
     r
+}
+
+/// `target` with a visit's raw `query` after its own parameters (and
+/// before its fragment). The query's percent-escapes are kept as sent;
+/// bytes a query can't hold are escaped. A target that doesn't parse (only
+/// possible for records older than today's validation) is left as it is:
+/// the visitor still reaches it, without the parameters.
+fn with_query(target: &str, query: &str) -> String {
+    let query = query.trim_start_matches('&');
+    let Ok(mut url) = url::Url::parse(target) else {
+        return target.to_string();
+    };
+    if query.is_empty() {
+        return target.to_string();
+    }
+    let merged = match url.query().filter(|own| !own.is_empty()) {
+        None => query.to_string(),
+        Some(own) if own.ends_with('&') => format!("{own}{query}"),
+        Some(own) => format!("{own}&{query}"),
+    };
+    url.set_query(Some(&merged));
+    url.into()
 }
 
 fn is_web(url: &str) -> bool {
@@ -447,6 +484,7 @@ mod tests {
             android: None,
             permanent: true,
             expires_at,
+            drop_query: false,
         };
         let now = 1_000_000_000;
         let answer = |cache: Cache, status| {
@@ -481,6 +519,32 @@ mod tests {
             (NO_STORE.into(), vary.clone())
         );
         assert_eq!(answer(app, StatusCode::OK), (NO_STORE.into(), vary));
+    }
+
+    #[test]
+    fn queries_merge_after_the_targets_own() {
+        let merge = with_query;
+        assert_eq!(merge("https://e.com/p", "utm=x"), "https://e.com/p?utm=x");
+        assert_eq!(
+            merge("https://e.com/p?id=1", "utm=x&b=%20y"),
+            "https://e.com/p?id=1&utm=x&b=%20y"
+        );
+        assert_eq!(
+            merge("https://e.com/p?id=1#top", "utm=x"),
+            "https://e.com/p?id=1&utm=x#top"
+        );
+        assert_eq!(merge("https://e.com/p?", "utm=x"), "https://e.com/p?utm=x");
+        assert_eq!(
+            merge("https://e.com/p?id=1&", "&utm=x"),
+            "https://e.com/p?id=1&utm=x"
+        );
+        // Escaped, not passed raw; an existing escape is not escaped again.
+        assert_eq!(
+            merge("https://e.com/", "q=a\"b%41"),
+            "https://e.com/?q=a%22b%41"
+        );
+        // Nothing to add: the target exactly as stored.
+        assert_eq!(merge("https://E.com/p?id=1", "&"), "https://E.com/p?id=1");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! LINK_RESOLVE: the target, a counted visit and the sliding expiry.
 
-use super::record::{FLAG_PERMANENT, FLAG_REUSE_INDEXED};
+use super::record::{FLAG_DROP_QUERY, FLAG_PERMANENT, FLAG_REUSE_INDEXED};
 use super::{no_link, with_expiry, Links};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
@@ -47,6 +47,7 @@ impl Links {
         let rec = link.record;
         Ok(Reply::LinkResolve(ResolveReply {
             permanent: rec.has(FLAG_PERMANENT),
+            drop_query: rec.has(FLAG_DROP_QUERY),
             target: rec.target,
             ios: rec.ios,
             android: rec.android,

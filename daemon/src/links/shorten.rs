@@ -1,6 +1,6 @@
 //! LINK_SHORTEN: one URL → a generated code (or a custom alias).
 
-use super::record::{LinkRecord, FLAG_ALIAS, FLAG_PERMANENT, FLAG_REUSE_INDEXED};
+use super::record::{LinkRecord, FLAG_ALIAS, FLAG_DROP_QUERY, FLAG_PERMANENT, FLAG_REUSE_INDEXED};
 use super::{expiry, Links};
 use crate::kv::storage_error;
 use crate::segments::Segments;
@@ -37,6 +37,7 @@ impl Links {
             ios: r.ios.clone(),
             android: r.android.clone(),
         };
+        record.set(FLAG_DROP_QUERY, r.drop_query);
         if let Some(alias) = &r.alias {
             record.set(FLAG_ALIAS, true);
             return self.create_alias(alias, &record, expires_at, now, txn);

@@ -1,6 +1,7 @@
-//! LINK_UPDATE: new target, TTL, app URLs or redirect kind — durably.
+//! LINK_UPDATE: new target, TTL, app URLs, redirect kind or query
+//! passthrough — durably.
 
-use super::record::{FLAG_PERMANENT, FLAG_REUSE_INDEXED};
+use super::record::{FLAG_DROP_QUERY, FLAG_PERMANENT, FLAG_REUSE_INDEXED};
 use super::visits::{load_stats, store_stats};
 use super::{expiry, Links};
 use crate::shard::txn::Txn;
@@ -55,6 +56,9 @@ impl Links {
         }
         if let Some(p) = r.permanent {
             rec.set(FLAG_PERMANENT, p);
+        }
+        if let Some(d) = r.drop_query {
+            rec.set(FLAG_DROP_QUERY, d);
         }
         let mut expires_at = link.expires_at;
         if let Some(ttl) = r.ttl_ms {

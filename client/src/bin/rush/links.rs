@@ -52,13 +52,17 @@ pub struct ShortenArgs {
     /// Redirect with 301 (permanent) instead of 302.
     #[arg(long)]
     permanent: bool,
+    /// Drop a visit's query string (/CODE?utm_source=x) instead of passing
+    /// it on to the target.
+    #[arg(long)]
+    no_query_passthrough: bool,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum LinkCmd {
     /// Target, dates and visit statistics.
     Info { code: String },
-    /// Change the target, TTL, app links or redirect kind.
+    /// Change the target, TTL, app links, redirect kind or query passthrough.
     Update {
         code: String,
         /// New target URL.
@@ -85,6 +89,12 @@ pub enum LinkCmd {
         /// Redirect with 302 from now on.
         #[arg(long)]
         temporary: bool,
+        /// Pass a visit's query string on to the target from now on.
+        #[arg(long, conflicts_with = "no_query_passthrough")]
+        query_passthrough: bool,
+        /// Drop a visit's query string from now on.
+        #[arg(long)]
+        no_query_passthrough: bool,
     },
     /// Delete a link.
     Delete { code: String },
@@ -119,6 +129,16 @@ fn app_change(set: Option<String>, clear: bool) -> AppLinkChange {
     }
 }
 
+/// A pair of opposite flags (clap refuses both): `Some(true)` for `on`,
+/// `Some(false)` for `off`, `None` for neither (keep).
+fn switch(on: bool, off: bool) -> Option<bool> {
+    match (on, off) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    }
+}
+
 pub async fn run(c: &Client, cmd: LinksCmd, out: Out) -> anyhow::Result<ExitCode> {
     match cmd {
         LinksCmd::Shorten(a) => {
@@ -133,6 +153,7 @@ pub async fn run(c: &Client, cmd: LinksCmd, out: Out) -> anyhow::Result<ExitCode
                     android: a.android,
                     reuse: a.reuse,
                     permanent: a.permanent,
+                    drop_query: a.no_query_passthrough,
                 })
                 .await?;
             out.print(
@@ -158,6 +179,7 @@ pub async fn run(c: &Client, cmd: LinksCmd, out: Out) -> anyhow::Result<ExitCode
                         "ios": r.ios,
                         "android": r.android,
                         "redirect": if r.permanent { 301 } else { 302 },
+                        "query_passthrough": !r.drop_query,
                         "expires_at_ms": r.expires_at,
                         "expires_at": out::time(r.expires_at),
                     })
@@ -178,6 +200,8 @@ pub async fn run(c: &Client, cmd: LinksCmd, out: Out) -> anyhow::Result<ExitCode
             no_android,
             permanent,
             temporary,
+            query_passthrough,
+            no_query_passthrough,
         }) => {
             let expires = c
                 .link_update(LinkUpdate {
@@ -186,11 +210,8 @@ pub async fn run(c: &Client, cmd: LinksCmd, out: Out) -> anyhow::Result<ExitCode
                     ttl_ms: ttl,
                     ios: app_change(ios, no_ios),
                     android: app_change(android, no_android),
-                    permanent: match (permanent, temporary) {
-                        (true, _) => Some(true),
-                        (_, true) => Some(false),
-                        _ => None,
-                    },
+                    permanent: switch(permanent, temporary),
+                    drop_query: switch(no_query_passthrough, query_passthrough),
                 })
                 .await?;
             out.print(
@@ -261,6 +282,10 @@ fn info_text(i: &LinkInfoReply) -> String {
     }
     lines.push(format!("redirect: {}", if i.permanent { 301 } else { 302 }));
     lines.push(format!("alias: {}", if i.alias { "yes" } else { "no" }));
+    lines.push(format!(
+        "query_passthrough: {}",
+        if i.drop_query { "off" } else { "on" }
+    ));
     lines.push(format!("created: {}", calendar::timestamp(i.created_at)));
     lines.push(format!("expires: {}", out::when(i.expires_at)));
     lines.push(format!(
@@ -291,6 +316,7 @@ fn info_json(i: &LinkInfoReply) -> serde_json::Value {
         "android": i.android,
         "redirect": if i.permanent { 301 } else { 302 },
         "alias": i.alias,
+        "query_passthrough": !i.drop_query,
         "created_at_ms": i.created_at,
         "created_at": out::time(i.created_at),
         "expires_at_ms": i.expires_at,

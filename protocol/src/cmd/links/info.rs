@@ -36,6 +36,8 @@ pub struct LinkInfoReply {
     /// (unix day = ms / 86,400,000, visits) for the days of the last
     /// [`STATS_DAYS`] that had visits, oldest first.
     pub daily: Vec<(u32, u64)>,
+    /// The link drops a visit's query string instead of passing it on.
+    pub drop_query: bool,
 }
 
 impl LinkInfo {
@@ -80,6 +82,7 @@ impl Wire for LinkInfoReply {
             out.put_u32(*day);
             out.put_u64(*n);
         }
+        out.put_bool(self.drop_query);
     }
 
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
@@ -100,6 +103,7 @@ impl Wire for LinkInfoReply {
             daily: r.list("daily visits", STATS_DAYS as usize, 12, |r| {
                 Ok((r.u32("day")?, r.u64("visits")?))
             })?,
+            drop_query: r.bool("drop query")?,
         })
     }
 }

@@ -105,6 +105,7 @@ mod tests {
             android: Some("https://a.e.com/x".into()),
             reuse: false,
             permanent: true,
+            drop_query: true,
         });
         round_trip(LinkShortenBatch {
             slot: 16383,
@@ -116,6 +117,10 @@ mod tests {
             ios: AppLinkChange::Clear,
             android: AppLinkChange::Set("app://y".into()),
             permanent: Some(false),
+            ..LinkUpdate::new("abc")
+        });
+        round_trip(LinkUpdate {
+            drop_query: Some(true),
             ..LinkUpdate::new("abc")
         });
         round_trip(LinkDelete::new("abcde"));
@@ -148,6 +153,29 @@ mod tests {
         let mut flags = LinkShorten::new("https://e.com/").to_bytes().to_vec();
         *flags.last_mut().unwrap() = 0x80;
         assert!(LinkShorten::decode_body(Bytes::from(flags)).is_err());
+    }
+
+    /// A LINK_UPDATE from a sender that predates `drop_query` ends after
+    /// `permanent`: it still decodes, and keeps the link's setting.
+    #[test]
+    fn update_without_drop_query_decodes() {
+        let u = LinkUpdate {
+            permanent: Some(true),
+            ..LinkUpdate::new("abcde")
+        };
+        let body = u.to_bytes();
+        assert_eq!(body.last(), Some(&0), "drop query: keep");
+        let old = body.slice(..body.len() - 1);
+        assert_eq!(LinkUpdate::decode_body(old).unwrap(), u);
+        // Only drop_query, from a new sender.
+        let only = LinkUpdate {
+            drop_query: Some(false),
+            ..LinkUpdate::new("abcde")
+        };
+        assert_eq!(LinkUpdate::decode_body(only.to_bytes()).unwrap(), only);
+        // A body cut inside the field is still truncated, not "keep".
+        let cut = only.to_bytes();
+        assert!(LinkUpdate::decode_body(cut.slice(..cut.len() - 1)).is_err());
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub struct ResolveReply {
     pub permanent: bool,
     /// Unix ms after this visit's slide; 0 = never.
     pub expires_at: u64,
+    /// The link drops a visit's query string instead of passing it on.
+    pub drop_query: bool,
 }
 
 impl LinkResolve {
@@ -52,6 +54,7 @@ impl Wire for ResolveReply {
         put_opt_str(out, &self.android);
         out.put_bool(self.permanent);
         out.put_u64(self.expires_at);
+        out.put_bool(self.drop_query);
     }
 
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
@@ -61,6 +64,7 @@ impl Wire for ResolveReply {
             android: read_opt_url(r, "android url")?,
             permanent: r.bool("permanent")?,
             expires_at: r.u64("expires at")?,
+            drop_query: r.bool("drop query")?,
         })
     }
 }

@@ -9,6 +9,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 const FLAG_REUSE: u8 = 0x01;
 const FLAG_PERMANENT: u8 = 0x02;
+/// Added after version 1 shipped: a sender that doesn't know it sends 0,
+/// which keeps the default (the visitor's query passes through).
+const FLAG_DROP_QUERY: u8 = 0x04;
 
 /// `LINK_SHORTEN url options` → a code.
 ///
@@ -37,6 +40,9 @@ pub struct LinkShorten {
     pub reuse: bool,
     /// Redirect with 301 instead of 302.
     pub permanent: bool,
+    /// Drop the query string of a visit (`/CODE?utm_source=x`) instead of
+    /// passing it on to the target after the target's own parameters.
+    pub drop_query: bool,
 }
 
 /// The issued (or reused) code.
@@ -83,6 +89,9 @@ impl Wire for LinkShorten {
         if self.permanent {
             flags |= FLAG_PERMANENT;
         }
+        if self.drop_query {
+            flags |= FLAG_DROP_QUERY;
+        }
         out.put_u8(flags);
     }
 
@@ -95,7 +104,7 @@ impl Wire for LinkShorten {
         let ios = read_opt_url(r, "ios url")?;
         let android = read_opt_url(r, "android url")?;
         let flags = r.u8("flags")?;
-        if flags & !(FLAG_REUSE | FLAG_PERMANENT) != 0 {
+        if flags & !(FLAG_REUSE | FLAG_PERMANENT | FLAG_DROP_QUERY) != 0 {
             return Err(DecodeError::invalid("flags", format!("0x{flags:02x}")));
         }
         let reuse = flags & FLAG_REUSE != 0;
@@ -115,6 +124,7 @@ impl Wire for LinkShorten {
             android,
             reuse,
             permanent: flags & FLAG_PERMANENT != 0,
+            drop_query: flags & FLAG_DROP_QUERY != 0,
         })
     }
 }

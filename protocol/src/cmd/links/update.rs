@@ -37,6 +37,9 @@ impl AppLinkChange {
 /// `LINK_UPDATE code changes` → the link's new expiry (unix ms, 0 = never).
 /// A new TTL restarts the expiry from now (`Some(0)` = never expires).
 /// Durable like creation. At least one change is required.
+///
+/// `drop_query` came after version 1 shipped, as the body's last field: a
+/// body that ends before it (an older sender) keeps the link's setting.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LinkUpdate {
     pub code: String,
@@ -45,6 +48,9 @@ pub struct LinkUpdate {
     pub ios: AppLinkChange,
     pub android: AppLinkChange,
     pub permanent: Option<bool>,
+    /// `Some(true)`: drop a visit's query string from now on;
+    /// `Some(false)`: pass it on to the target (the default).
+    pub drop_query: Option<bool>,
 }
 
 impl LinkUpdate {
@@ -73,11 +79,13 @@ impl Wire for LinkUpdate {
         put_opt_u64(out, self.ttl_ms);
         self.ios.encode(out);
         self.android.encode(out);
-        match self.permanent {
-            None => out.put_u8(0),
-            Some(p) => {
-                out.put_u8(1);
-                out.put_bool(p);
+        for switch in [self.permanent, self.drop_query] {
+            match switch {
+                None => out.put_u8(0),
+                Some(on) => {
+                    out.put_u8(1);
+                    out.put_bool(on);
+                }
             }
         }
     }
@@ -90,12 +98,17 @@ impl Wire for LinkUpdate {
             ios: AppLinkChange::decode(r, "ios url")?,
             android: AppLinkChange::decode(r, "android url")?,
             permanent: r.option("permanent", |r| r.bool("permanent"))?,
+            drop_query: match r.remaining() {
+                0 => None,
+                _ => r.option("drop query", |r| r.bool("drop query"))?,
+            },
         };
         if u.url.is_none()
             && u.ttl_ms.is_none()
             && u.ios == AppLinkChange::Keep
             && u.android == AppLinkChange::Keep
             && u.permanent.is_none()
+            && u.drop_query.is_none()
         {
             return Err(DecodeError::invalid("changes", "nothing to update"));
         }

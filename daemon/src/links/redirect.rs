@@ -37,6 +37,8 @@
 //!   QR codes are `public, max-age=300` (they show the short URL, which
 //!   never changes for a code).
 
+mod pages;
+
 use crate::server::NodeShared;
 use crate::shard::route::shard_of_slot;
 use crate::shard::{Job, ReplyTo};
@@ -45,6 +47,9 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use pages::{app_page, error_page, not_found};
+#[cfg(test)]
+use pages::{html_escape, js_string};
 use rush_protocol::cmd::links::code::check_code;
 use rush_protocol::cmd::{LinkInfo, LinkResolve, ResolveReply};
 use rush_protocol::{ErrorCode, Reply, Request, RushError, Target};
@@ -225,7 +230,7 @@ impl Cache {
     }
 }
 
-const NO_STORE: &str = "private, no-store";
+pub(super) const NO_STORE: &str = "private, no-store";
 
 fn header_value(s: String) -> HeaderValue {
     HeaderValue::from_str(&s).unwrap_or_else(|_| HeaderValue::from_static(NO_STORE))
@@ -297,60 +302,6 @@ fn location(url: &str) -> HeaderValue {
         }
     }
     HeaderValue::from_str(&s).unwrap_or_else(|_| HeaderValue::from_static("/"))
-}
-
-fn app_page(app: &str, fallback: &str) -> Response {
-    let body = format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-         <title>Opening the app…</title>\
-         <script>window.location.replace({app_js});\
-         setTimeout(function(){{window.location.replace({fallback_js});}},1500);</script>\
-         </head><body><p><a href=\"{app_html}\">Open in the app</a> · \
-         <a href=\"{fallback_html}\">Continue to the website</a></p></body></html>\n",
-        app_js = js_string(app),
-        fallback_js = js_string(fallback),
-        app_html = html_escape(app),
-        fallback_html = html_escape(fallback),
-    );
-    page(StatusCode::OK, body)
-}
-
-fn page(status: StatusCode, body: String) -> Response {
-    (
-        status,
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/html; charset=utf-8"),
-            ),
-            (header::CACHE_CONTROL, HeaderValue::from_static(NO_STORE)),
-        ],
-        body,
-    )
-        .into_response()
-}
-
-fn not_found() -> Response {
-    page(
-        StatusCode::NOT_FOUND,
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Link not found</title></head>\
-         <body><h1>Link not found</h1><p>This short link does not exist or has expired.</p>\
-         </body></html>\n"
-            .to_string(),
-    )
-}
-
-fn error_page(status: StatusCode, what: &str) -> Response {
-    page(
-        status,
-        format!(
-            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{s}</title></head>\
-             <body><h1>{s}</h1><p>{w}</p></body></html>\n",
-            s = status,
-            w = html_escape(what)
-        ),
-    )
 }
 
 fn from_error(e: &RushError) -> Response {
@@ -426,37 +377,6 @@ async fn qr(
 async fn fallback(State(node): State<Arc<NodeShared>>) -> Response {
     node.metrics.links.redirect(404);
     not_found()
-}
-
-fn html_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A JavaScript string literal that can't end the string or the script element.
-fn js_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' | '\\' | '<' | '>' | '&' | '\'' | '\u{2028}' | '\u{2029}' => {
-                out.push_str(&format!("\\u{:04x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{Spawned, TestNode};
+use common::{http, Spawned, TestNode};
 use rush_client::protocol::cmd::links::code::{codes_per_slot, generated_parts};
 use rush_client::protocol::cmd::{AppLinkChange, BatchShortenItem, LinkShorten, LinkUpdate};
 use rush_client::protocol::{link_slot, parts_slot, Code, ErrorCode, ErrorDetail};
@@ -853,39 +853,6 @@ async fn sigkill_never_makes_a_code_come_back() {
         again.is_empty(),
         "codes issued before the crash came back: {again:?}"
     );
-}
-
-/// One GET with a real HTTP/1.1 client (hyper): status, headers, body.
-async fn http(
-    addr: std::net::SocketAddr,
-    path: &str,
-    user_agent: Option<&str>,
-) -> (u16, hyper::HeaderMap, Vec<u8>) {
-    use http_body_util::{BodyExt, Empty};
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
-    let mut req = hyper::Request::get(path).header(hyper::header::HOST, addr.to_string());
-    if let Some(ua) = user_agent {
-        req = req.header(hyper::header::USER_AGENT, ua);
-    }
-    let resp = sender
-        .send_request(req.body(Empty::<Bytes>::new()).unwrap())
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .unwrap()
-        .to_bytes()
-        .to_vec();
-    (status, headers, body)
 }
 
 const IPHONE: &str =

@@ -316,3 +316,36 @@ pub fn prerequisite_missing(what: &str, fix: &str) {
     }
     eprintln!("NOTE: skipped: {what}: {fix}");
 }
+
+/// One GET with a real HTTP/1.1 client (hyper): status, headers, body.
+pub async fn http(
+    addr: SocketAddr,
+    path: &str,
+    user_agent: Option<&str>,
+) -> (u16, hyper::HeaderMap, Vec<u8>) {
+    use http_body_util::{BodyExt, Empty};
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let mut req = hyper::Request::get(path).header(hyper::header::HOST, addr.to_string());
+    if let Some(ua) = user_agent {
+        req = req.header(hyper::header::USER_AGENT, ua);
+    }
+    let resp = sender
+        .send_request(req.body(Empty::<bytes::Bytes>::new()).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec();
+    (status, headers, body)
+}

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{http, Spawned, TestNode};
+use common::{http, Spawned, TestNode, ANDROID, DESKTOP, IPHONE};
 use rush_client::protocol::cmd::{AppLinkChange, BatchShortenItem, LinkShorten, LinkUpdate};
 use rush_client::protocol::ErrorCode;
 use rush_client::ClientError;
@@ -23,12 +23,6 @@ fn qr_text(png: &[u8]) -> String {
     assert_eq!(grids.len(), 1, "one QR code");
     grids[0].decode().unwrap().1
 }
-
-const IPHONE: &str =
-    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148";
-const ANDROID: &str =
-    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 Chrome/124.0 Mobile Safari/537.36";
-const DESKTOP: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0";
 
 #[tokio::test]
 async fn short_urls_and_qr_codes_name_the_redirect_listener_as_bound() {

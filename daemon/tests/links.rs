@@ -5,7 +5,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{http, Spawned, TestNode};
+use common::{http, Spawned, TestNode, ANDROID, DESKTOP, IPHONE};
 use rush_client::protocol::cmd::links::code::{codes_per_slot, generated_parts};
 use rush_client::protocol::cmd::{AppLinkChange, BatchShortenItem, LinkShorten, LinkUpdate};
 use rush_client::protocol::{link_slot, parts_slot, Code, ErrorCode, ErrorDetail};
@@ -854,12 +854,6 @@ async fn sigkill_never_makes_a_code_come_back() {
         "codes issued before the crash came back: {again:?}"
     );
 }
-
-const IPHONE: &str =
-    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148";
-const ANDROID: &str =
-    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 Chrome/124.0 Mobile Safari/537.36";
-const DESKTOP: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0";
 
 #[tokio::test]
 async fn http_redirects_deep_links_and_qr_codes() {

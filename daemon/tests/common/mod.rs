@@ -349,3 +349,10 @@ pub async fn http(
         .to_vec();
     (status, headers, body)
 }
+
+/// User agents of the three platforms a redirect tells apart.
+pub const IPHONE: &str =
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148";
+pub const ANDROID: &str =
+    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 Chrome/124.0 Mobile Safari/537.36";
+pub const DESKTOP: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0";

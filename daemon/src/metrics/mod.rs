@@ -8,12 +8,12 @@
 //! counters, exported as they are.
 //!
 //! Besides `rush_*`, a scrape carries `rush_build_info{version,commit}` and
-//! the standard `process_*` metrics ([`process`]). Every family passes
+//! the standard `process_*` metrics (the prometheus crate's process
+//! collector, read from `/proc/self`). Every family passes
 //! `promtool check metrics` (daemon/tests/metrics.rs runs it on a live
 //! node).
 
 pub mod local;
-pub mod process;
 
 use prometheus::{
     Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
@@ -125,7 +125,9 @@ impl Metrics {
         }
         let process = Registry::new();
         process
-            .register(Box::new(process::ProcessCollector::new()))
+            .register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ))
             .expect("one process collector");
         let requests = local::register(
             &r,

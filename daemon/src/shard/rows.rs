@@ -21,6 +21,13 @@ use hashbrown::HashMap;
 /// Per-entry bookkeeping the byte budget counts on top of key and value.
 const ENTRY_OVERHEAD: usize = 48;
 
+/// The entry size the first generation's table is reserved for. Growing a
+/// table from empty rehashes every entry at each doubling and faults in
+/// fresh pages, and a cold cache fills at the worst moment (the first
+/// seconds of a flash sale: bench/results/NOTES.md). Larger than a typical
+/// counter or short string, so the reservation stays under the budget.
+const RESERVE_ENTRY_BYTES: usize = 256;
+
 #[derive(Default)]
 pub struct RowCache {
     /// Byte budget; 0 disables the cache.
@@ -40,6 +47,7 @@ impl RowCache {
     pub fn new(cap_bytes: usize) -> Self {
         RowCache {
             cap: cap_bytes,
+            young: HashMap::with_capacity(cap_bytes / 2 / RESERVE_ENTRY_BYTES),
             ..RowCache::default()
         }
     }
@@ -89,8 +97,13 @@ impl RowCache {
             // The next generation reuses the table of the one that is
             // dropped: emptied, it keeps its capacity, so the young map
             // neither regrows (rehashing) nor faults in fresh pages.
+            // The first time there is none to reuse: the table is sized
+            // for as many entries as the generation just filled.
             let mut recycled = std::mem::take(&mut self.old);
             recycled.clear();
+            if recycled.capacity() < self.young.len() {
+                recycled = HashMap::with_capacity(self.young.len());
+            }
             self.old = std::mem::replace(&mut self.young, recycled);
             self.young_bytes = 0;
         }

@@ -915,14 +915,18 @@ total_max = 10
         let (from, to) = keys::keyspace_range(slot, ks);
         storage.count_raw(shard, &from, &to).unwrap()
     };
-    assert_eq!(raw(keys::ks::LIMIT_COUNTER), 4, "three items and the total");
+    assert_eq!(
+        raw(keys::ks::LIMIT_BOOK),
+        1,
+        "three items and the total, in the user's book"
+    );
     assert_eq!(raw(keys::ks::LIMIT_ORDER), 3);
     c.clock_advance(Duration::from_secs(61)).await.unwrap();
     c.compact().await.unwrap();
     assert_eq!(
-        raw(keys::ks::LIMIT_COUNTER),
+        raw(keys::ks::LIMIT_BOOK),
         0,
-        "counters end with their window"
+        "a book ends with its last count's window"
     );
     assert_eq!(
         raw(keys::ks::LIMIT_ORDER),

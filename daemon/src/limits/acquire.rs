@@ -1,11 +1,11 @@
 //! LIMIT_ACQUIRE: check every rule for every item, then count all or nothing.
 
+use super::book::{Book, MAX_BOOK_ENTRIES};
 use super::counter::Counter;
 use super::order::{sorted_items, Lines, OrderRecord, Touched};
 use super::policy::{CompiledRule, Pos};
 use super::Limits;
 use crate::shard::txn::Txn;
-use crate::storage::keys;
 use rush_protocol::cmd::{AcquireReply, Allowance, LimitAcquire, Scope};
 use rush_protocol::{ErrorCode, ErrorDetail, LimitDenial, Reply, RushError};
 
@@ -17,7 +17,6 @@ struct Step<'a> {
     /// The item, or "" for a total rule.
     item: &'a str,
     qty: u64,
-    key: Vec<u8>,
     counter: Counter,
 }
 
@@ -46,14 +45,14 @@ impl Limits {
             let mut reply = order.first_reply()?;
             reply.replayed = true;
             reply.released = order.released;
+            let book = Book::load(txn, &at.book, now)?;
             for a in &mut reply.allowances {
                 // A rule the policy no longer has keeps its first answer.
                 let Some(rule) = policy.rules.iter().find(|rule| rule.name == a.rule) else {
                     continue;
                 };
                 let pos = rule.pos(now)?;
-                let key = keys::limit_counter(&at.counters, &rule.name, &a.item);
-                let counter = Counter::load(txn, &key, now)?;
+                let counter = book.counter(&rule.name, &a.item);
                 a.count = counter.count_at(&pos);
                 a.limit = rule.max;
                 a.resets_at_ms = counter.resets_at(&pos);
@@ -61,7 +60,8 @@ impl Limits {
             return Ok(Reply::LimitAcquire(reply));
         }
 
-        // Read and check every counter first; write only if all pass.
+        // Read and check every count first; write only if all pass.
+        let mut book = Book::load(txn, &at.book, now)?;
         let lines = Lines::new(&r.items);
         let mut steps: Vec<Step> = Vec::with_capacity(policy.rules.len() * r.items.len());
         let mut touched = Vec::with_capacity(policy.rules.len());
@@ -72,8 +72,8 @@ impl Limits {
                 scope: rule.scope,
                 window: pos.id(),
             });
-            for (item, qty, key) in lines.counters(&at.counters, &rule.name, rule.scope) {
-                let counter = Counter::load(txn, &key, now)?;
+            for (item, qty) in lines.counts(rule.scope) {
+                let counter = book.counter(&rule.name, item).clone();
                 let current = counter.count_at(&pos);
                 if current
                     .checked_add(qty)
@@ -88,7 +88,6 @@ impl Limits {
                     pos,
                     item,
                     qty,
-                    key,
                     counter,
                 });
             }
@@ -105,8 +104,20 @@ impl Limits {
                 resets_at_ms: counter.resets_at(&s.pos),
             });
             let expires_at = counter.expiry(&s.pos);
-            counter.store(s.key, expires_at, txn);
+            book.set(&s.rule.name, s.item, counter, expires_at);
         }
+        if book.len() > MAX_BOOK_ENTRIES {
+            return Err(RushError::new(
+                ErrorCode::TooLarge,
+                format!(
+                    "the order would give user {:?} {} live counts under policy {:?}, over the most one user can hold ({MAX_BOOK_ENTRIES}); nothing was counted",
+                    String::from_utf8_lossy(&r.user),
+                    book.len(),
+                    r.policy
+                ),
+            ));
+        }
+        book.store(at.book, txn);
         let reply = AcquireReply {
             replayed: false,
             released: false,

@@ -1,21 +1,24 @@
-//! One stored count: a rule's count for one user and one item (or for the
-//! whole order under a total rule).
+//! One count: a rule's count for one user and one item (or for the whole
+//! order under a total rule), kept in the user's [`Book`](super::book).
 //!
-//! Value (after the 9-byte header, kind `LIMIT_COUNTER`):
-//! - daily / fixed window: `u8 1 | u64 window start ms | u64 count`, expiring
+//! Form (an entry of a book):
+//! - daily / fixed window: `u8 1 | u64 window start ms | u64 count`, ending
 //!   at the window's end;
 //! - sliding window: `u8 2 | u64 bucket ms | u16 n | n × (u64 bucket, u64
 //!   count)`, buckets ascending, at most `buckets + 1` of them (older ones are
-//!   dropped on every write), expiring when the newest bucket stops counting.
+//!   dropped on every write), ending when the newest bucket stops counting.
 //!
 //! The window (start, or bucket width) is stored with the count, so a count
 //! from another window — an earlier day, or a rule whose window was changed
 //! by a policy replacement — reads as 0 instead of being misread.
+//!
+//! Before books, each count was a value of its own (this form behind a
+//! 9-byte header of kind `LIMIT_COUNTER`); [`Counter::decode`] still reads
+//! those for the conversion (`limits::legacy`).
 
 use super::policy::Pos;
-use crate::shard::txn::Txn;
 use crate::storage::keys::kind;
-use crate::storage::value::{self, Corrupt, Stored};
+use crate::storage::value::{Corrupt, Stored};
 use rush_protocol::RushError;
 
 const WINDOWED: u8 = 1;
@@ -43,15 +46,7 @@ pub(super) fn corrupt(e: impl std::fmt::Display) -> RushError {
 }
 
 impl Counter {
-    /// The counter at `key` as this request sees it (expired = empty).
-    pub fn load(txn: &Txn, key: &[u8], now: u64) -> Result<Counter, RushError> {
-        match txn.get(key).map_err(storage_error)? {
-            None => Ok(Counter::Empty),
-            Some(raw) => Counter::decode(&raw, now).map_err(corrupt),
-        }
-    }
-
-    /// Decode a stored value; expired values are empty.
+    /// A value of the one-count-per-key layout; expired values are empty.
     pub fn decode(raw: &[u8], now: u64) -> Result<Counter, Corrupt> {
         let s = Stored::decode(raw)?;
         if s.kind != kind::LIMIT_COUNTER {
@@ -60,7 +55,11 @@ impl Counter {
         if !s.is_live(now) {
             return Ok(Counter::Empty);
         }
-        let p = s.payload;
+        Counter::decode_payload(s.payload)
+    }
+
+    /// Decode [`Counter::encode`]'s form.
+    pub fn decode_payload(p: &[u8]) -> Result<Counter, Corrupt> {
         let u64_at = |i: usize| -> Result<u64, Corrupt> {
             p.get(i..i + 8)
                 .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
@@ -222,9 +221,8 @@ impl Counter {
         }
     }
 
-    /// The stored form (the caller picks the expiry: [`Counter::expiry`]
-    /// after an acquisition, the stored one after a give-back).
-    pub fn encode(&self, expires_at: u64) -> Vec<u8> {
+    /// The stored form (a book entry's counter).
+    pub fn encode(&self) -> Vec<u8> {
         let mut p = Vec::with_capacity(17);
         match self {
             Counter::Empty => {}
@@ -244,22 +242,19 @@ impl Counter {
                 }
             }
         }
-        value::encode(kind::LIMIT_COUNTER, expires_at, &p)
-    }
-
-    /// Stage this counter at `key`: written, or deleted when nothing counts.
-    pub fn store(&self, key: Vec<u8>, expires_at: u64, txn: &mut Txn) {
-        if self.is_zero() {
-            txn.delete(key);
-        } else {
-            txn.put(key, self.encode(expires_at));
-        }
+        p
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::value;
+
+    /// A count as the one-count-per-key layout stored it.
+    fn legacy(c: &Counter, expires_at: u64) -> Vec<u8> {
+        value::encode(kind::LIMIT_COUNTER, expires_at, &c.encode())
+    }
 
     fn sliding(bucket: u64) -> Pos {
         Pos::Sliding {
@@ -280,7 +275,7 @@ mod tests {
         assert_eq!(c.count_at(&day1), 5);
         assert_eq!(c.count_at(&day2), 0);
         assert_eq!(c.add(&day2, 1).count_at(&day2), 1);
-        let raw = c.encode(c.expiry(&day1));
+        let raw = legacy(&c, c.expiry(&day1));
         assert_eq!(value::expiry_of(&raw), Some(100));
         assert_eq!(Counter::decode(&raw, 50).unwrap(), c);
         assert_eq!(Counter::decode(&raw, 100).unwrap(), Counter::Empty);
@@ -310,7 +305,7 @@ mod tests {
                 buckets: vec![(16, 1)]
             }
         );
-        let raw = c.encode(c.expiry(&sliding(12)));
+        let raw = legacy(&c, c.expiry(&sliding(12)));
         assert_eq!(value::expiry_of(&raw), Some(16_000));
         assert_eq!(Counter::decode(&raw, 15_999).unwrap(), c);
         // Give back to bucket 12 only.

@@ -2,12 +2,15 @@
 //! policy and counted atomically in the user's slot, or not at all.
 //! Idempotent by order id; releasable once.
 //!
-//! - Storage: one counter per (user, policy, rule, item) — item empty for a
-//!   total rule — under `keys::limit_counter`, expiring at its window's end
-//!   (TTL compaction removes it); one record per (user, policy, order) under
-//!   `keys::limit_order`, kept for the policy's order retention. All of a
-//!   user's keys are in the user's slot, so an order is one shard's one
-//!   group-committed write.
+//! - Storage: one book per (user, policy) under `keys::limit_book` holding
+//!   every count of the user under the policy, by rule and item (item empty
+//!   for a total rule), each ending with its window; the book expires with
+//!   its last count (TTL compaction removes it). One record per (user,
+//!   policy, order) under `keys::limit_order`, kept for the policy's order
+//!   retention. All of a user's keys are in the user's slot, so an order is
+//!   one read and two writes of one shard's group commit. Counts of the
+//!   layout before books (one per key) are folded into books on open and on
+//!   slot import (`legacy`).
 //! - Policies: every shard holds the whole table (config, then the stored
 //!   run-time policies over it). LIMIT_POLICY_SET is stored in the meta
 //!   column family and then broadcast to every shard (`admin`).
@@ -15,8 +18,10 @@
 
 mod acquire;
 pub mod admin;
+mod book;
 pub mod config;
 mod counter;
+mod legacy;
 pub mod metrics;
 mod order;
 mod policy;
@@ -45,16 +50,24 @@ pub struct Limits {
     policies: HashMap<String, Policy>,
     config: LimitsConfig,
     metrics: LimitsMetrics,
+    /// The shard this service serves (its column family).
+    shard: usize,
 }
 
 impl Limits {
     /// The table at start: the config's policies, then the stored run-time
     /// ones (which win: they were set later, on purpose).
-    pub fn load(config: &Config, storage: &Storage, metrics: &Metrics) -> Result<Limits, String> {
+    pub fn load(
+        config: &Config,
+        storage: &Storage,
+        metrics: &Metrics,
+        shard: usize,
+    ) -> Result<Limits, String> {
         let mut limits = Limits {
             policies: HashMap::new(),
             config: config.limits.clone(),
             metrics: metrics.limits.clone(),
+            shard,
         };
         for def in config.limits.policy_defs()? {
             limits.insert(def)?;
@@ -90,17 +103,45 @@ impl Limits {
 
 pub const REGISTRATION: Registration = Registration {
     service: Service::Limits,
-    build: |ctx, _shard| {
+    build: |ctx, shard| {
         Ok(Box::new(Limits::load(
             &ctx.config,
             &ctx.storage,
             &ctx.metrics,
+            shard,
         )?))
     },
     combine: admin::combine,
 };
 
+impl Limits {
+    /// Fold old-layout counts of `slots` into books (see `legacy`).
+    fn fold_legacy(&self, storage: &Storage, slots: impl IntoIterator<Item = u16>) {
+        match legacy::fold(storage, self.shard, slots) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                shard = self.shard,
+                counts = n,
+                "limit counts of the layout before books folded into books"
+            ),
+            Err(e) => tracing::error!(
+                shard = self.shard,
+                error = %e,
+                "folding old-layout limit counts into books failed; they are not counted until a later start folds them"
+            ),
+        }
+    }
+}
+
 impl ShardService for Limits {
+    fn open(&mut self, storage: &Storage) {
+        self.fold_legacy(storage, 0..rush_protocol::SLOTS);
+    }
+
+    fn on_slots_imported(&mut self, slots: &[u16], storage: &Storage) {
+        self.fold_legacy(storage, slots.iter().copied());
+    }
+
     fn apply(&mut self, req: &Request, cx: &mut Cx) -> Result<Reply, RushError> {
         let (now, txn) = (cx.now, &mut *cx.txn);
         match req {

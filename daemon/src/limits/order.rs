@@ -47,11 +47,10 @@ pub fn sorted_items(items: &[OrderItem]) -> Vec<OrderItem> {
 }
 
 /// Where one order of a user under a policy is kept, all in the user's
-/// slot: the order's record, and the prefix of the user's counters under
-/// the policy.
+/// slot: the order's record, and the user's book under the policy.
 pub struct OrderKeys {
     pub record: Vec<u8>,
-    pub counters: Vec<u8>,
+    pub book: Vec<u8>,
 }
 
 impl OrderKeys {
@@ -59,7 +58,7 @@ impl OrderKeys {
         let slot = key_slot(user);
         OrderKeys {
             record: keys::limit_order(slot, user, policy, order_id),
-            counters: keys::limit_counters(slot, user, policy),
+            book: keys::limit_book(slot, user, policy.as_bytes()),
         }
     }
 }
@@ -79,25 +78,17 @@ impl<'a> Lines<'a> {
         }
     }
 
-    /// The counters a rule of `scope` counts the order in, as (item,
-    /// quantity, counter key under `prefix`): one per line for an item rule,
-    /// one with item "" and the whole quantity for a total rule.
-    pub fn counters<'r>(
-        &'r self,
-        prefix: &'r [u8],
-        rule: &'r str,
-        scope: Scope,
-    ) -> impl Iterator<Item = (&'a str, u64, Vec<u8>)> + 'r {
+    /// The counts a rule of `scope` counts the order in, as (item,
+    /// quantity): one per line for an item rule, one with item "" and the
+    /// whole quantity for a total rule.
+    pub fn counts(&self, scope: Scope) -> impl Iterator<Item = (&'a str, u64)> + '_ {
         let lines = match scope {
             Scope::Item => self.items.len(),
             Scope::Total => 1,
         };
-        (0..lines).map(move |line| {
-            let (item, qty) = match scope {
-                Scope::Item => (self.items[line].item.as_str(), self.items[line].qty),
-                Scope::Total => ("", self.total),
-            };
-            (item, qty, keys::limit_counter(prefix, rule, item))
+        (0..lines).map(move |line| match scope {
+            Scope::Item => (self.items[line].item.as_str(), self.items[line].qty),
+            Scope::Total => ("", self.total),
         })
     }
 }

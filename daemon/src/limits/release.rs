@@ -1,10 +1,9 @@
 //! LIMIT_RELEASE: give an order's counts back, once.
 
-use super::counter::{corrupt, storage_error, Counter};
+use super::book::Book;
 use super::order::{Lines, OrderRecord};
 use super::Limits;
 use crate::shard::txn::Txn;
-use crate::storage::value;
 use rush_protocol::cmd::{LimitRelease, ReleaseReply};
 use rush_protocol::{Reply, RushError};
 
@@ -38,18 +37,22 @@ impl Limits {
         }
 
         let lines = Lines::new(&order.items);
+        let mut book = Book::load(txn, &at.book, now)?;
+        let mut changed = false;
         for t in &order.touched {
-            for (_, qty, key) in lines.counters(&at.counters, &t.rule, t.scope) {
-                let Some(raw) = txn.get(&key).map_err(storage_error)? else {
+            for (item, qty) in lines.counts(t.scope) {
+                let Some(expires_at) = book.expiry(&t.rule, item) else {
                     continue;
                 };
-                let counter = Counter::decode(&raw, now).map_err(corrupt)?;
-                if let Some(back) = counter.give_back(t.window, qty) {
-                    // Keep the stored expiry: the window hasn't moved.
-                    let expires_at = value::expiry_of(&raw).unwrap_or(1);
-                    back.store(key, expires_at, txn);
+                if let Some(back) = book.counter(&t.rule, item).give_back(t.window, qty) {
+                    // Keep the entry's end: the window hasn't moved.
+                    book.set(&t.rule, item, back, expires_at);
+                    changed = true;
                 }
             }
+        }
+        if changed {
+            book.store(at.book, txn);
         }
         order.released = true;
         txn.put(at.record, order.encode());

@@ -104,13 +104,17 @@ byte_table! {
         LINK_CODE_KEY = 0x14,
 
         // ── purchase limits (0x20–0x2f) ─────────────────────────────────
-        /// One count of one rule for one user: `part(user) | part(policy) |
-        /// part(rule) | item` (item empty for a total rule). See
-        /// `limits::counter`.
+        /// The layout before books, one count per key: `part(user) |
+        /// part(policy) | part(rule) | item` (item empty for a total rule).
+        /// Nothing writes it now; what a data directory or an imported slot
+        /// still holds is folded into books (`limits::legacy`).
         LIMIT_COUNTER = 0x20,
         /// One order's record (idempotency, release): `part(user) |
         /// part(policy) | order id`. See `limits::order`.
         LIMIT_ORDER = 0x21,
+        /// All of a user's counts under one policy: `part(user) |
+        /// part(policy)`. See `limits::book`.
+        LIMIT_BOOK = 0x22,
 
         // ── catalog (0x30–0x3f) ─────────────────────────────────────────
         /// An owner's whole record set, `owner` (to the end) → records.
@@ -165,10 +169,13 @@ pub mod kind {
     /// A moved slot's code-scrambling key (16 bytes); no expiry.
     pub const LINK_CODE_KEY: u8 = 0x14;
 
-    /// A purchase-limit count (see `limits::counter`).
+    /// A purchase-limit count of the layout before books (see
+    /// `limits::counter`).
     pub const LIMIT_COUNTER: u8 = 0x20;
     /// A purchase-limit order record (see `limits::order`).
     pub const LIMIT_ORDER: u8 = 0x21;
+    /// A user's counts under one policy (see `limits::book`).
+    pub const LIMIT_BOOK: u8 = 0x22;
 
     /// A catalog owner's record set (see `catalog::stored`).
     pub const CATALOG_RECORDS: u8 = 0x30;
@@ -201,6 +208,7 @@ pub mod kind {
         ("LINK_CODE_KEY", LINK_CODE_KEY, ks::LINK_CODE_KEY),
         ("LIMIT_COUNTER", LIMIT_COUNTER, ks::LIMIT_COUNTER),
         ("LIMIT_ORDER", LIMIT_ORDER, ks::LIMIT_ORDER),
+        ("LIMIT_BOOK", LIMIT_BOOK, ks::LIMIT_BOOK),
         ("CATALOG_RECORDS", CATALOG_RECORDS, ks::CATALOG_RECORDS),
         ("CATALOG_ALIAS", CATALOG_ALIAS, ks::CATALOG_ALIAS),
         ("ENVELOPE", ENVELOPE, ks::ENVELOPE),

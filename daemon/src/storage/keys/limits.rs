@@ -1,10 +1,18 @@
-//! Purchase-limit keys. A user's counters and orders sit next to each other
-//! (user first), so one user's counts under one policy are one contiguous
-//! range (LIMIT_STATUS).
+//! Purchase-limit keys. A user's book and orders sit next to each other
+//! (user first), all in the user's slot.
 
-use super::{ks, take_part, KeyBuf};
+use super::{ks, split, take_part, KeyBuf};
 
-/// The prefix of every counter of `user` under `policy`.
+/// The book of `user` under `policy`: every count of theirs, in one value.
+pub fn limit_book(slot: u16, user: &[u8], policy: &[u8]) -> Vec<u8> {
+    KeyBuf::new(slot, ks::LIMIT_BOOK)
+        .part(user)
+        .part(policy)
+        .build()
+}
+
+/// The prefix of every count of `user` under `policy` in the layout before
+/// books (one count per key).
 pub fn limit_counters(slot: u16, user: &[u8], policy: &str) -> Vec<u8> {
     KeyBuf::new(slot, ks::LIMIT_COUNTER)
         .part(user)
@@ -12,8 +20,8 @@ pub fn limit_counters(slot: u16, user: &[u8], policy: &str) -> Vec<u8> {
         .build()
 }
 
-/// One counter: `prefix` from [`limit_counters`], then the rule and the item
-/// (empty for a total rule).
+/// One count of the layout before books: `prefix` from [`limit_counters`],
+/// then the rule and the item (empty for a total rule).
 pub fn limit_counter(prefix: &[u8], rule: &str, item: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(prefix.len() + 4 + rule.len() + item.len());
     k.extend_from_slice(prefix);
@@ -23,9 +31,17 @@ pub fn limit_counter(prefix: &[u8], rule: &str, item: &str) -> Vec<u8> {
     k
 }
 
-/// The (rule, item) of a counter key that starts with `prefix`.
-pub fn parse_limit_counter<'k>(prefix: &[u8], raw: &'k [u8]) -> Option<(&'k [u8], &'k [u8])> {
-    take_part(raw.strip_prefix(prefix)?)
+/// A count key of the layout before books taken apart: (user, policy,
+/// rule, item).
+pub fn parse_limit_counter(raw: &[u8]) -> Option<(&[u8], &[u8], &[u8], &[u8])> {
+    let (_, keyspace, rest) = split(raw)?;
+    if keyspace != ks::LIMIT_COUNTER {
+        return None;
+    }
+    let (user, rest) = take_part(rest)?;
+    let (policy, rest) = take_part(rest)?;
+    let (rule, item) = take_part(rest)?;
+    Some((user, policy, rule, item))
 }
 
 /// One order's record.
@@ -40,33 +56,32 @@ pub fn limit_order(slot: u16, user: &[u8], policy: &str, order_id: &str) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::keys::prefix_end;
 
     #[test]
-    fn limit_counters_of_a_user_and_policy_are_one_range() {
+    fn counter_keys_of_the_old_layout_parse_back() {
         let prefix = limit_counters(7, b"u1", "flash");
-        let end = prefix_end(&prefix);
         let a = limit_counter(&prefix, "item", "sku-1");
         let b = limit_counter(&prefix, "total", "");
-        for k in [&a, &b] {
-            assert!(prefix <= *k && *k < end);
-        }
         assert_eq!(
-            parse_limit_counter(&prefix, &a),
-            Some((&b"item"[..], &b"sku-1"[..]))
+            parse_limit_counter(&a),
+            Some((&b"u1"[..], &b"flash"[..], &b"item"[..], &b"sku-1"[..]))
         );
         assert_eq!(
-            parse_limit_counter(&prefix, &b),
-            Some((&b"total"[..], &b""[..]))
+            parse_limit_counter(&b),
+            Some((&b"u1"[..], &b"flash"[..], &b"total"[..], &b""[..]))
         );
-        // Another user, or a policy whose name extends this one, is outside.
-        let other = limit_counter(&limit_counters(7, b"u1", "flash2"), "item", "x");
-        assert!(other >= end || other < prefix);
-        let other = limit_counter(&limit_counters(7, b"u12", "flash"), "item", "x");
-        assert!(other >= end || other < prefix);
-        assert_eq!(prefix_end(&[1, 0xff]), vec![2]);
-        // A counter key cut short is not a counter.
-        assert_eq!(parse_limit_counter(&prefix, &a[..prefix.len() + 1]), None);
-        assert_eq!(parse_limit_counter(&prefix, &a[..prefix.len() + 4]), None);
+        // A key cut short, or of another keyspace, is not a counter.
+        assert_eq!(parse_limit_counter(&a[..prefix.len() + 1]), None);
+        assert_eq!(parse_limit_counter(&prefix), None);
+        assert_eq!(parse_limit_counter(&limit_book(7, b"u1", b"flash")), None);
+        // Books of another user or policy are other keys.
+        assert_ne!(
+            limit_book(7, b"u1", b"flash"),
+            limit_book(7, b"u1", b"flash2")
+        );
+        assert_ne!(
+            limit_book(7, b"u1", b"flash"),
+            limit_book(7, b"u12", b"flash")
+        );
     }
 }

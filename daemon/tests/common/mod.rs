@@ -2,6 +2,7 @@
 //! processes) on real RocksDB in temporary directories, and real clients.
 #![allow(dead_code)]
 
+use rush_client::protocol::Reply;
 use rush_client::{Client, ClientOptions};
 use rush_daemon::{Clock, Config, Running};
 use std::io::{BufRead, BufReader};
@@ -134,6 +135,32 @@ pub async fn open_connections(client: &Client) -> usize {
         .parse()
         .expect("a count")
 }
+
+/// The seed's purchase check done with generic keys, as its five commands
+/// in one atomic BATCH: two items marked bought in the hash `items`, which
+/// expires in a day, and the order recorded at `order`, which expires too.
+/// The two keys must share a slot (a `{hashtag}`).
+pub async fn seed_batch(c: &Client, items: &str, order: &str) -> Vec<Reply> {
+    let day = Duration::from_secs(86_400);
+    c.batch()
+        .hset(items.to_owned(), "sku-1", "1")
+        .hset(items.to_owned(), "sku-2", "1")
+        .expire(items.to_owned(), day)
+        .set(order.to_owned(), "1", Duration::ZERO)
+        .expire(order.to_owned(), day)
+        .exec()
+        .await
+        .expect("the seed's batch")
+}
+
+/// What [`seed_batch`] answers on keys that did not exist.
+pub const SEED_BATCH_REPLIES: [Reply; 5] = [
+    Reply::HSet(1),
+    Reply::HSet(1),
+    Reply::Expire(true),
+    Reply::Set(true),
+    Reply::Expire(true),
+];
 
 /// A client for long admin operations (a slot migration moves hundreds of
 /// slots with a few fsyncs each; a loaded machine may take minutes).

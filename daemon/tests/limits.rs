@@ -5,10 +5,9 @@
 
 mod common;
 
-use common::{Spawned, TestNode};
+use common::{limit_policy as policy, Spawned, TestNode};
 use rush_client::protocol::cmd::{
-    AcquireReply, LimitAcquire, LimitStatus, OrderItem, PolicyDef, ReleaseReply, Rule, Scope,
-    StatusReply, Window,
+    AcquireReply, LimitAcquire, LimitStatus, OrderItem, ReleaseReply, Scope, StatusReply, Window,
 };
 use rush_client::protocol::limits::{MAX_ID, MAX_KEY, MAX_ORDER_ITEMS, MAX_ORDER_QTY};
 use rush_client::protocol::{key_slot, ErrorCode, LimitDenial};
@@ -362,22 +361,6 @@ async fn release_gives_back_exactly_once() {
     assert_eq!(s.count("item", "c"), 1);
     assert_eq!(s.count("total", ""), 1);
     node.stop().await;
-}
-
-fn policy(name: &str, rules: &[(&str, Scope, u64, &str)]) -> PolicyDef {
-    PolicyDef {
-        name: name.into(),
-        relaxed: false,
-        rules: rules
-            .iter()
-            .map(|(n, scope, max, w)| Rule {
-                name: n.to_string(),
-                scope: *scope,
-                max: *max,
-                window: w.parse().unwrap(),
-            })
-            .collect(),
-    }
 }
 
 #[tokio::test]

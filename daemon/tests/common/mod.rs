@@ -2,6 +2,7 @@
 //! processes) on real RocksDB in temporary directories, and real clients.
 #![allow(dead_code)]
 
+use rush_client::protocol::cmd::{PolicyDef, Rule, Scope};
 use rush_client::protocol::Reply;
 use rush_client::{Client, ClientOptions};
 use rush_daemon::{Clock, Config, Running};
@@ -161,6 +162,24 @@ pub const SEED_BATCH_REPLIES: [Reply; 5] = [
     Reply::Set(true),
     Reply::Expire(true),
 ];
+
+/// A purchase-limit policy: `rules` as (name, scope, max, window), the
+/// window as in the config ("day", "fixed:60", "sliding:60/6").
+pub fn limit_policy(name: &str, rules: &[(&str, Scope, u64, &str)]) -> PolicyDef {
+    PolicyDef {
+        name: name.into(),
+        relaxed: false,
+        rules: rules
+            .iter()
+            .map(|(n, scope, max, w)| Rule {
+                name: n.to_string(),
+                scope: *scope,
+                max: *max,
+                window: w.parse().expect("a window"),
+            })
+            .collect(),
+    }
+}
 
 /// A client for long admin operations (a slot migration moves hundreds of
 /// slots with a few fsyncs each; a loaded machine may take minutes).

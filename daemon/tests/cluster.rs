@@ -460,9 +460,7 @@ async fn a_slot_range_moves_with_all_its_data() {
     }
     let total = c.envelope_audit().await.unwrap();
     assert_eq!(total.envelopes, (envelopes.len() * 2 + 1) as u64);
-    let metrics = common::http_get(a.running().http_addr().unwrap(), "/metrics")
-        .await
-        .1;
+    let metrics = a.metrics().await;
     assert!(
         metrics.contains("rush_cluster_slots_migrated_total 100"),
         "{metrics}"

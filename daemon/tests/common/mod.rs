@@ -93,6 +93,14 @@ impl TestNode {
         self.running().addr()
     }
 
+    /// The node's `/metrics` page, which must answer 200.
+    pub async fn metrics(&self) -> String {
+        let http = self.running().http_addr().expect("an HTTP listener");
+        let (status, body) = http_get(http, "/metrics").await;
+        assert_eq!(status, 200, "/metrics: {body}");
+        body
+    }
+
     /// Graceful shutdown and start again on the same directory (new port).
     pub async fn restart(&mut self) {
         self.restart_with(|_| {}).await

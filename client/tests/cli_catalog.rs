@@ -2,7 +2,14 @@
 
 mod common;
 
-use common::node as start;
+use common::{node as start, Node};
+
+/// `rush catalog query` with the words of `query`, which must succeed: how
+/// many records it printed (one a line).
+async fn found(node: &Node, query: &str) -> usize {
+    let out = node.run(&format!("catalog query {query}")).await;
+    out.exits(0).stdout.lines().count()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_query_alias_delete() {
@@ -12,21 +19,10 @@ async fn put_query_alias_delete() {
             .await,
         "created\n"
     );
-    assert_eq!(
-        node.ok(&[
-            "catalog",
-            "put",
-            "M1",
-            "c1",
-            "plan=basic",
-            "--valid-from",
-            "2026-01-01",
-            "--valid-to",
-            "2027-01-01T00:00:00Z"
-        ])
-        .await,
-        "created\n"
-    );
+    let out = node
+        .run("catalog put M1 c1 plan=basic --valid-from 2026-01-01 --valid-to 2027-01-01T00:00:00Z")
+        .await;
+    assert_eq!(out.exits(0).stdout, "created\n");
     assert_eq!(
         node.ok(&["catalog", "put", "M1", "c2", "plan=gold", "region=eu west"])
             .await,
@@ -45,20 +41,7 @@ async fn put_query_alias_delete() {
             .await,
         "c2 plan=gold region=eu west\n"
     );
-    assert_eq!(
-        node.ok(&[
-            "catalog",
-            "query",
-            "M1",
-            "--at",
-            "1767225600000",
-            "plan=basic"
-        ])
-        .await
-        .lines()
-        .count(),
-        1
-    );
+    assert_eq!(found(&node, "M1 --at 1767225600000 plan=basic").await, 1);
     let j = common::json(&node.addr(), &["catalog", "query", "M1"]).await;
     assert_eq!(
         j,
@@ -82,19 +65,7 @@ async fn put_query_alias_delete() {
         ])
     );
     // Times with an offset are honoured.
-    assert_eq!(
-        node.ok(&[
-            "catalog",
-            "query",
-            "M1",
-            "--at",
-            "2027-01-01T07:59:59+08:00"
-        ])
-        .await
-        .lines()
-        .count(),
-        2
-    );
+    assert_eq!(found(&node, "M1 --at 2027-01-01T07:59:59+08:00").await, 2);
     // None: nothing printed, exit 0.
     assert_eq!(node.ok(&["catalog", "query", "nobody"]).await, "");
     assert_eq!(
@@ -136,10 +107,7 @@ async fn put_query_alias_delete() {
 
     assert_eq!(node.ok(&["catalog", "delete", "M1", "c1"]).await, "1\n");
     assert_eq!(node.ok(&["catalog", "delete", "M1", "c1"]).await, "0\n");
-    assert_eq!(
-        node.ok(&["catalog", "query", "M1"]).await.lines().count(),
-        1
-    );
+    assert_eq!(found(&node, "M1").await, 1);
     node.stop().await;
 }
 

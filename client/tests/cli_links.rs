@@ -2,8 +2,6 @@
 
 mod common;
 
-use common::rush;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shorten_resolve_info_update_qr_delete() {
     let dir = tempfile::tempdir().unwrap();
@@ -12,23 +10,11 @@ async fn shorten_resolve_info_update_qr_delete() {
         c.links.app_schemes = vec!["myapp".into()];
     })
     .await;
-    let addr = node.addr();
 
-    let out = rush(
-        &addr,
-        &[
-            "shorten",
-            "https://example.com/cli?q=1",
-            "--ttl",
-            "100d",
-            "--len",
-            "5",
-            "--ios",
-            "myapp://x",
-        ],
-    )
-    .await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = node
+        .run("shorten https://example.com/cli?q=1 --ttl 100d --len 5 --ios myapp://x")
+        .await;
+    out.exits(0);
     let short = out.stdout.trim().to_string();
     let code = short
         .strip_prefix("https://s.example/")
@@ -36,14 +22,14 @@ async fn shorten_resolve_info_update_qr_delete() {
         .to_string();
     assert_eq!(code.len(), 5);
 
-    let out = rush(&addr, &["resolve", &code]).await;
+    let out = node.run(&format!("resolve {code}")).await;
     assert_eq!(
         (out.code, out.stdout.trim()),
         (0, "https://example.com/cli?q=1")
     );
 
-    let out = rush(&addr, &["link", "info", &code]).await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = node.run(&format!("link info {code}")).await;
+    out.exits(0);
     for line in [
         "target: https://example.com/cli?q=1",
         "ios: myapp://x",
@@ -57,7 +43,7 @@ async fn shorten_resolve_info_update_qr_delete() {
             out.stdout
         );
     }
-    assert!(out.stdout.contains("\nday "), "{}", out.stdout);
+    out.stdout_has("\nday ");
     // Dates, not milliseconds: RFC 3339 in UTC.
     let created = out
         .stdout
@@ -67,7 +53,7 @@ async fn shorten_resolve_info_update_qr_delete() {
     assert!(is_rfc3339(created), "{created}");
 
     // The same record for scripts.
-    let j = common::json(&addr, &["link", "info", &code]).await;
+    let j = node.json(&format!("link info {code}")).await;
     assert_eq!(j["code"], code.as_str());
     assert_eq!(j["short_url"], short.as_str());
     assert_eq!(j["target"], "https://example.com/cli?q=1");
@@ -84,33 +70,24 @@ async fn shorten_resolve_info_update_qr_delete() {
     );
     assert_eq!(created, rush_client::calendar::timestamp(created_ms));
     assert_eq!(j["daily"][0]["visits"], 1);
-    let r = common::json(&addr, &["resolve", &code]).await;
+    let r = node.json(&format!("resolve {code}")).await;
     assert_eq!(r["target"], "https://example.com/cli?q=1");
-    let s = common::json(&addr, &["shorten", "https://example.com/j", "--reuse"]).await;
+    let s = node.json("shorten https://example.com/j --reuse").await;
     assert_eq!(s["reused"], false);
-    let again = common::json(&addr, &["shorten", "https://example.com/j", "--reuse"]).await;
+    let again = node.json("shorten https://example.com/j --reuse").await;
     assert_eq!(
         (again["reused"].clone(), again["code"].clone()),
         (true.into(), s["code"].clone())
     );
 
-    let out = rush(
-        &addr,
-        &[
-            "link",
-            "update",
-            &code,
-            "--url",
-            "https://example.com/v2",
-            "--no-ios",
-            "--permanent",
-        ],
-    )
-    .await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let out = rush(&addr, &["resolve", &code]).await;
+    node.run(&format!(
+        "link update {code} --url https://example.com/v2 --no-ios --permanent"
+    ))
+    .await
+    .exits(0);
+    let out = node.run(&format!("resolve {code}")).await;
     assert_eq!(out.stdout.trim(), "https://example.com/v2");
-    let out = rush(&addr, &["link", "info", &code]).await;
+    let out = node.run(&format!("link info {code}")).await;
     assert!(
         out.stdout.contains("redirect: 301") && !out.stdout.contains("ios:"),
         "{}",
@@ -118,73 +95,57 @@ async fn shorten_resolve_info_update_qr_delete() {
     );
 
     // QR code: PNG decodes back to the short URL; *.svg writes SVG.
+    // (The path as one argument: a temporary directory may hold a space.)
+    let qr = |path: std::path::PathBuf, extra: &'static [&'static str]| {
+        let (node, code) = (&node, &code);
+        async move {
+            let mut args = vec!["link", "qr", code, "-o", path.to_str().unwrap()];
+            args.extend_from_slice(extra);
+            node.rush(&args).await.exits(0);
+        }
+    };
     let png = dir.path().join("out.png");
-    let out = rush(&addr, &["link", "qr", &code, "-o", png.to_str().unwrap()]).await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    qr(png.clone(), &[]).await;
     let img = image::open(&png).unwrap().to_luma8();
     let mut prepared = rqrr::PreparedImage::prepare(img);
     let grids = prepared.detect_grids();
     assert_eq!(grids.len(), 1);
     assert_eq!(grids[0].decode().unwrap().1, short);
     let svg = dir.path().join("out.svg");
-    let out = rush(&addr, &["link", "qr", &code, "-o", svg.to_str().unwrap()]).await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    qr(svg.clone(), &[]).await;
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
     let forced = dir.path().join("qr.img");
-    let out = rush(
-        &addr,
-        &["link", "qr", &code, "-o", forced.to_str().unwrap(), "--svg"],
-    )
-    .await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    qr(forced.clone(), &["--svg"]).await;
     assert!(std::fs::read_to_string(&forced).unwrap().contains("<svg"));
 
     // Aliases, conflicts and bad input are errors with a clear message.
-    let out = rush(
-        &addr,
-        &[
-            "shorten",
-            "https://example.com/sale",
-            "--alias",
-            "sale",
-            "--ttl",
-            "none",
-        ],
-    )
-    .await;
+    let out = node
+        .run("shorten https://example.com/sale --alias sale --ttl none")
+        .await;
     assert_eq!((out.code, out.stdout.trim()), (0, "https://s.example/sale"));
-    let out = rush(
-        &addr,
-        &["shorten", "https://example.com/other", "--alias", "sale"],
-    )
-    .await;
-    assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("CONFLICT"), "{}", out.stderr);
+    node.run("shorten https://example.com/other --alias sale")
+        .await
+        .exits(1)
+        .stderr_has("CONFLICT");
     // An alias names a new link; --reuse returns an old one: not both.
-    let out = rush(
-        &addr,
-        &[
-            "shorten",
-            "https://example.com/sale",
-            "--alias",
-            "sale",
-            "--reuse",
-        ],
-    )
-    .await;
-    assert_eq!(out.code, 64, "{}", out.stderr);
-    assert!(out.stderr.contains("--reuse"), "{}", out.stderr);
-    let out = rush(&addr, &["shorten", "javascript:alert(1)"]).await;
-    assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("BAD_REQUEST"), "{}", out.stderr);
+    node.run("shorten https://example.com/sale --alias sale --reuse")
+        .await
+        .exits(64)
+        .stderr_has("--reuse");
+    node.run("shorten javascript:alert(1)")
+        .await
+        .exits(1)
+        .stderr_has("BAD_REQUEST");
 
-    let out = rush(&addr, &["link", "delete", &code]).await;
+    let delete = format!("link delete {code}");
+    let out = node.run(&delete).await;
     assert_eq!((out.code, out.stdout.trim()), (0, "deleted"));
-    let out = rush(&addr, &["link", "delete", &code]).await;
+    let out = node.run(&delete).await;
     assert_eq!((out.code, out.stdout.trim()), (0, "(not found)"));
-    let out = rush(&addr, &["resolve", &code]).await;
-    assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("NOT_FOUND"), "{}", out.stderr);
+    node.run(&format!("resolve {code}"))
+        .await
+        .exits(1)
+        .stderr_has("NOT_FOUND");
     node.stop().await;
 }
 
@@ -201,7 +162,6 @@ fn is_rfc3339(s: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn query_passthrough_is_a_switch_on_shorten_and_update() {
     let node = common::node_with(|c| c.links.base_url = "https://s.example/".into()).await;
-    let addr = node.addr();
     let code_of = |short: &str| {
         short
             .trim()
@@ -210,17 +170,17 @@ async fn query_passthrough_is_a_switch_on_shorten_and_update() {
             .to_string()
     };
     let passthrough = |code: String| {
-        let addr = addr.clone();
+        let node = &node;
         async move {
-            let out = rush(&addr, &["link", "info", &code]).await;
-            assert_eq!(out.code, 0, "{}", out.stderr);
+            let out = node.run(&format!("link info {code}")).await;
+            out.exits(0);
             let text = out
                 .stdout
                 .lines()
                 .find_map(|l| l.strip_prefix("query_passthrough: "))
                 .unwrap_or_else(|| panic!("no query_passthrough line in\n{}", out.stdout))
                 .to_string();
-            let j = common::json(&addr, &["link", "info", &code]).await;
+            let j = node.json(&format!("link info {code}")).await;
             (text, j["query_passthrough"].clone())
         }
     };
@@ -228,32 +188,25 @@ async fn query_passthrough_is_a_switch_on_shorten_and_update() {
     let off = || ("off".to_string(), serde_json::Value::Bool(false));
 
     // On unless asked.
-    let out = rush(&addr, &["shorten", "https://example.com/on"]).await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let default = code_of(&out.stdout);
+    let out = node.run("shorten https://example.com/on").await;
+    let default = code_of(&out.exits(0).stdout);
     assert_eq!(passthrough(default.clone()).await, on());
 
-    let out = rush(
-        &addr,
-        &[
-            "shorten",
-            "https://example.com/off",
-            "--no-query-passthrough",
-        ],
-    )
-    .await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let dropping = code_of(&out.stdout);
+    let out = node
+        .run("shorten https://example.com/off --no-query-passthrough")
+        .await;
+    let dropping = code_of(&out.exits(0).stdout);
     assert_eq!(passthrough(dropping.clone()).await, off());
-    let r = common::json(&addr, &["resolve", &dropping]).await;
+    let r = node.json(&format!("resolve {dropping}")).await;
     assert_eq!(r["query_passthrough"], false);
 
     // Update turns it either way, and an unrelated update keeps it.
     let update = |code: String, flag: &'static str| {
-        let addr = addr.clone();
+        let node = &node;
         async move {
-            let out = rush(&addr, &["link", "update", &code, flag]).await;
-            assert_eq!(out.code, 0, "{flag}: {}", out.stderr);
+            node.run(&format!("link update {code} {flag}"))
+                .await
+                .exits(0);
         }
     };
     update(dropping.clone(), "--query-passthrough").await;
@@ -264,18 +217,12 @@ async fn query_passthrough_is_a_switch_on_shorten_and_update() {
     assert_eq!(passthrough(default.clone()).await, off());
 
     // Both at once is refused before anything is sent.
-    let out = rush(
-        &addr,
-        &[
-            "link",
-            "update",
-            &default,
-            "--query-passthrough",
-            "--no-query-passthrough",
-        ],
-    )
-    .await;
+    let out = node
+        .run(&format!(
+            "link update {default} --query-passthrough --no-query-passthrough"
+        ))
+        .await;
     assert_ne!(out.code, 0);
-    assert!(out.stderr.contains("cannot be used with"), "{}", out.stderr);
+    out.stderr_has("cannot be used with");
     assert_eq!(passthrough(default).await, off());
 }

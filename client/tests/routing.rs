@@ -116,6 +116,18 @@ fn serve(req: &Request) -> Result<Reply, RushError> {
     })
 }
 
+/// A node that serves every key (the target), and one in front of it that
+/// answers every request with `redirect(slot, target address)`: (front,
+/// target).
+async fn front_and_target(
+    redirect: impl Fn(u16, String) -> RushError + Send + Sync + 'static,
+) -> (Fake, Fake) {
+    let target = fake(lone, serve).await;
+    let to = target.addr.clone();
+    let front = fake(lone, move |req| Err(redirect(slot_of(req), to.clone()))).await;
+    (front, target)
+}
+
 /// A key whose slot is in `slots` and none of `not`.
 fn key_in(slots: RangeInclusive<u16>, not: &[u16]) -> String {
     (0..)
@@ -129,12 +141,7 @@ fn key_in(slots: RangeInclusive<u16>, not: &[u16]) -> String {
 
 #[tokio::test]
 async fn moved_is_followed_at_once_and_for_good() {
-    let target = fake(lone, serve).await;
-    let to = target.addr.clone();
-    let first = fake(lone, move |req| {
-        Err(RushError::moved(slot_of(req), to.clone()))
-    })
-    .await;
+    let (first, target) = front_and_target(RushError::moved).await;
     let c = Client::connect(&first.addr).await.unwrap();
     // INCRBY is not idempotent, yet MOVED is followed: nothing was applied.
     assert_eq!(c.incr_by("n", 1).await.unwrap(), 1);
@@ -229,12 +236,7 @@ async fn nodes_that_disagree_end_a_call_with_their_moved() {
 
 #[tokio::test]
 async fn a_call_to_a_fixed_node_returns_moved_unfollowed() {
-    let target = fake(lone, serve).await;
-    let to = target.addr.clone();
-    let first = fake(lone, move |req| {
-        Err(RushError::moved(slot_of(req), to.clone()))
-    })
-    .await;
+    let (first, target) = front_and_target(RushError::moved).await;
     let c = Client::connect(&first.addr).await.unwrap();
     let get = rush_client::protocol::cmd::Get { key: "k".into() };
     let e = c.call_on(&first.addr, get).await.unwrap_err();
@@ -256,17 +258,9 @@ async fn a_call_to_a_fixed_node_returns_moved_unfollowed() {
 #[tokio::test]
 async fn retired_code_7_is_an_error_not_a_redirect() {
     // An old server's ASK: code 7 with a redirect to another node.
-    let target = fake(lone, serve).await;
-    let to = target.addr.clone();
-    let first = fake(lone, move |req| {
-        Err(
-            RushError::new(ErrorCode::from_u8(7), "ask elsewhere").with_detail(
-                ErrorDetail::Redirect {
-                    slot: slot_of(req),
-                    addr: to.clone(),
-                },
-            ),
-        )
+    let (first, target) = front_and_target(|slot, addr| {
+        RushError::new(ErrorCode::from_u8(7), "ask elsewhere")
+            .with_detail(ErrorDetail::Redirect { slot, addr })
     })
     .await;
     let c = Client::connect(&first.addr).await.unwrap();

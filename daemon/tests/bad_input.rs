@@ -75,6 +75,48 @@ fn error_of(f: &Frame) -> RushError {
         .unwrap_err()
 }
 
+/// Sends a raw request and reads its answer, which must be an error for
+/// that request (its id echoed), on a connection that stays open.
+async fn refused(s: &mut TcpStream, opcode: u8, id: u64, body: &[u8]) -> RushError {
+    s.write_all(&request(opcode, id, body)).await.unwrap();
+    let f = next_frame(s).await.expect("an answer");
+    assert_eq!(f.header.request_id, id, "the answer carries the request id");
+    error_of(&f)
+}
+
+/// Sends `cmd`, which must be refused as BAD_REQUEST (`what` says why).
+async fn bad_request<C: Command>(s: &mut TcpStream, id: u64, cmd: &C, what: &str) {
+    match call(s, id, cmd).await {
+        Err(e) => assert_eq!(e.code, ErrorCode::BadRequest, "{what}: {e}"),
+        Ok(_) => panic!("{what}: answered OK"),
+    }
+}
+
+/// Reads the one error the server answers before it closes the connection.
+async fn error_then_close(s: &mut TcpStream) -> (Header, RushError) {
+    let f = next_frame(s).await.expect("an error answer");
+    assert!(
+        next_frame(s).await.is_none(),
+        "then the connection is closed"
+    );
+    (f.header, error_of(&f))
+}
+
+/// Sends `bytes` on a connection of its own: the error that closes it.
+async fn closing_error(node: &TestNode, bytes: &[u8]) -> (Header, RushError) {
+    let mut s = raw(node).await;
+    s.write_all(bytes).await.unwrap();
+    error_then_close(&mut s).await
+}
+
+/// A length-prefixed field that claims `len` bytes and brings `bytes`.
+fn field(len: u32, bytes: &[u8]) -> BytesMut {
+    let mut b = BytesMut::new();
+    b.put_u32(len);
+    b.put_slice(bytes);
+    b
+}
+
 async fn still_serving(node: &TestNode) {
     let client = common::connect(node.addr()).await;
     client.set("alive", "yes").await.unwrap();
@@ -86,29 +128,20 @@ async fn still_serving(node: &TestNode) {
 }
 
 fn ping(id: u64) -> BytesMut {
-    let mut body = BytesMut::new();
-    body.put_u32(2);
-    body.put_slice(b"ok");
-    request(0x01, id, &body)
+    request(0x01, id, &field(2, b"ok"))
 }
 
 #[tokio::test]
 async fn oversized_length_prefix_is_refused_before_reading() {
     let node = TestNode::start().await;
-    let mut s = raw(&node).await;
     // A 4 GiB frame announced with a full header, and no body ever sent.
     let mut b = BytesMut::new();
     b.put_u32(u32::MAX);
     b.put_slice(&[1, 0x11, 0, 0]);
     b.put_u64(77);
-    s.write_all(&b).await.unwrap();
-    let f = next_frame(&mut s).await.expect("an error answer");
-    assert_eq!(f.header.request_id, 77, "the answer carries the request id");
-    assert_eq!(error_of(&f).code, ErrorCode::TooLarge);
-    assert!(
-        next_frame(&mut s).await.is_none(),
-        "then the connection is closed"
-    );
+    let (header, e) = closing_error(&node, &b).await;
+    assert_eq!(header.request_id, 77, "the answer carries the request id");
+    assert_eq!(e.code, ErrorCode::TooLarge);
     still_serving(&node).await;
     node.stop().await;
 }
@@ -117,19 +150,11 @@ async fn oversized_length_prefix_is_refused_before_reading() {
 async fn garbage_bytes_close_only_that_connection() {
     let node = TestNode::start().await;
     // Text where a length should be: "GET " is a 1.2 GB length.
-    let mut s = raw(&node).await;
-    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let f = next_frame(&mut s).await.expect("an error answer");
-    assert_eq!(error_of(&f).code, ErrorCode::TooLarge);
-    assert!(next_frame(&mut s).await.is_none());
+    let (_, e) = closing_error(&node, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert_eq!(e.code, ErrorCode::TooLarge);
     // A length too short to hold a header.
-    let mut s = raw(&node).await;
-    s.write_all(&[0, 0, 0, 3, 0xde, 0xad, 0xbe]).await.unwrap();
-    let f = next_frame(&mut s).await.expect("an error answer");
-    assert_eq!(error_of(&f).code, ErrorCode::BadRequest);
-    assert!(next_frame(&mut s).await.is_none());
+    let (_, e) = closing_error(&node, &[0, 0, 0, 3, 0xde, 0xad, 0xbe]).await;
+    assert_eq!(e.code, ErrorCode::BadRequest);
     still_serving(&node).await;
     node.stop().await;
 }
@@ -168,41 +193,36 @@ async fn half_a_frame_then_silence_times_out() {
 async fn per_request_errors_keep_the_connection() {
     let node = TestNode::start().await;
     let mut s = raw(&node).await;
-    // Unknown opcode.
-    s.write_all(&request(0xee, 1, b"whatever")).await.unwrap();
-    let f = next_frame(&mut s).await.unwrap();
-    assert_eq!(
-        (f.header.request_id, error_of(&f).code),
-        (1, ErrorCode::UnknownOpcode)
-    );
-    // A GET whose key length runs past the body.
-    s.write_all(&request(0x10, 2, &[0, 0, 1, 0, b'k']))
-        .await
-        .unwrap();
-    let f = next_frame(&mut s).await.unwrap();
-    assert_eq!(
-        (f.header.request_id, error_of(&f).code),
-        (2, ErrorCode::BadRequest)
-    );
-    // Trailing bytes after a valid body.
-    s.write_all(&request(0x10, 3, &[0, 0, 0, 1, b'k', 9, 9]))
-        .await
-        .unwrap();
-    let f = next_frame(&mut s).await.unwrap();
-    assert_eq!(
-        (f.header.request_id, error_of(&f).code),
-        (3, ErrorCode::BadRequest)
-    );
-    // A key over the 1024-byte limit.
-    let mut body = BytesMut::new();
-    body.put_u32(5000);
-    body.put_slice(&[b'x'; 5000]);
-    s.write_all(&request(0x10, 4, &body)).await.unwrap();
-    let f = next_frame(&mut s).await.unwrap();
-    assert_eq!(
-        (f.header.request_id, error_of(&f).code),
-        (4, ErrorCode::TooLarge)
-    );
+    let get = Opcode::Get.as_u8();
+    let cases: [(&str, u8, &[u8], ErrorCode); 4] = [
+        (
+            "unknown opcode",
+            0xee,
+            b"whatever",
+            ErrorCode::UnknownOpcode,
+        ),
+        (
+            "a GET whose key length runs past the body",
+            get,
+            &field(256, b"k"),
+            ErrorCode::BadRequest,
+        ),
+        (
+            "trailing bytes after a valid body",
+            get,
+            &[0, 0, 0, 1, b'k', 9, 9],
+            ErrorCode::BadRequest,
+        ),
+        (
+            "a key over the 1024-byte limit",
+            get,
+            &field(5000, &[b'x'; 5000]),
+            ErrorCode::TooLarge,
+        ),
+    ];
+    for (id, (what, opcode, body, code)) in (1..).zip(cases) {
+        assert_eq!(refused(&mut s, opcode, id, body).await.code, code, "{what}");
+    }
     // An unknown protocol version (the answer is a version 1 frame).
     let mut b = request(0x01, 5, &[0, 0, 0, 0]);
     b[4] = 9;
@@ -213,20 +233,12 @@ async fn per_request_errors_keep_the_connection() {
         (frame::VERSION, 5, 0x01)
     );
     assert_eq!(error_of(&f).code, ErrorCode::UnsupportedVersion);
-    // A SET condition byte that means nothing.
+    // A SET condition byte (its body's last) that means nothing.
     let mut body = BytesMut::new();
-    body.put_u32(1);
-    body.put_slice(b"k");
-    body.put_u32(1);
-    body.put_slice(b"v");
-    body.put_u64(0);
-    body.put_u8(7);
-    s.write_all(&request(0x11, 6, &body)).await.unwrap();
-    let f = next_frame(&mut s).await.unwrap();
-    assert_eq!(
-        (f.header.request_id, error_of(&f).code),
-        (6, ErrorCode::BadRequest)
-    );
+    Set::new("k", "v").encode(&mut body);
+    *body.last_mut().unwrap() = 7;
+    let e = refused(&mut s, Opcode::Set.as_u8(), 6, &body).await;
+    assert_eq!(e.code, ErrorCode::BadRequest);
     assert!(
         !node.client.exists("k").await.unwrap(),
         "nothing was written"
@@ -260,14 +272,10 @@ async fn over_max_connections_gets_a_clear_error() {
     let _a = raw(&node).await;
     let _b = raw(&node).await;
     let mut extra = raw(&node).await;
-    let f = next_frame(&mut extra)
-        .await
-        .expect("an error before the close");
-    assert_eq!((f.header.request_id, f.header.opcode), (0, 0));
-    let e = error_of(&f);
+    let (header, e) = error_then_close(&mut extra).await;
+    assert_eq!((header.request_id, header.opcode), (0, 0));
     assert_eq!(e.code, ErrorCode::Unavailable);
     assert!(e.message.contains("max_connections"), "{e}");
-    assert!(next_frame(&mut extra).await.is_none());
     node.client.ping().await.unwrap();
     node.stop().await;
 }
@@ -276,12 +284,7 @@ async fn over_max_connections_gets_a_clear_error() {
 async fn unknown_flag_bits_are_refused_and_nothing_runs() {
     let node = TestNode::start().await;
     let mut s = raw(&node).await;
-    let set = Set {
-        key: "flagged".into(),
-        value: "v".into(),
-        ttl_ms: 0,
-        cond: Default::default(),
-    };
+    let set = Set::new("flagged", "v");
     let mut body = BytesMut::new();
     set.encode(&mut body);
     // Bit 1, the top bit, and bit 0 (a response sent to the server).
@@ -313,19 +316,17 @@ async fn unknown_flag_bits_are_refused_and_nothing_runs() {
 async fn connection_level_errors_carry_request_id_0_and_opcode_0() {
     let node = TestNode::start().await;
     // A length below the 12-byte header.
-    let mut s = raw(&node).await;
-    s.write_all(&[0, 0, 0, 11]).await.unwrap();
-    let f = next_frame(&mut s).await.expect("an error answer");
-    assert_eq!((f.header.request_id, f.header.opcode), (0, 0));
-    assert_eq!(error_of(&f).code, ErrorCode::BadRequest);
-    assert!(next_frame(&mut s).await.is_none(), "then closed");
+    let (header, e) = closing_error(&node, &[0, 0, 0, 11]).await;
+    assert_eq!(
+        (header.request_id, header.opcode, e.code),
+        (0, 0, ErrorCode::BadRequest)
+    );
     // An oversized length and no header after it: nothing to echo.
-    let mut s = raw(&node).await;
-    s.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
-    let f = next_frame(&mut s).await.expect("an error answer");
-    assert_eq!((f.header.request_id, f.header.opcode), (0, 0));
-    assert_eq!(error_of(&f).code, ErrorCode::TooLarge);
-    assert!(next_frame(&mut s).await.is_none(), "then closed");
+    let (header, e) = closing_error(&node, &u32::MAX.to_be_bytes()).await;
+    assert_eq!(
+        (header.request_id, header.opcode, e.code),
+        (0, 0, ErrorCode::TooLarge)
+    );
     still_serving(&node).await;
     node.stop().await;
 }
@@ -334,41 +335,18 @@ async fn connection_level_errors_carry_request_id_0_and_opcode_0() {
 async fn a_field_over_its_limit_and_truncated_is_too_large() {
     let node = TestNode::start().await;
     let mut s = raw(&node).await;
+    let get = Opcode::Get.as_u8();
     // A GET whose key claims 5000 bytes (over 1024) and brings 3.
-    let mut body = BytesMut::new();
-    body.put_u32(5000);
-    body.put_slice(b"abc");
-    s.write_all(&request(Opcode::Get.as_u8(), 1, &body))
-        .await
-        .unwrap();
-    let f = next_frame(&mut s).await.unwrap();
-    assert_eq!(
-        (f.header.request_id, error_of(&f).code),
-        (1, ErrorCode::TooLarge)
-    );
+    let e = refused(&mut s, get, 1, &field(5000, b"abc")).await;
+    assert_eq!(e.code, ErrorCode::TooLarge);
     // Within its limit but truncated: BAD_REQUEST.
-    let mut body = BytesMut::new();
-    body.put_u32(1000);
-    body.put_slice(b"abc");
-    s.write_all(&request(Opcode::Get.as_u8(), 2, &body))
-        .await
-        .unwrap();
-    let f = next_frame(&mut s).await.unwrap();
-    assert_eq!(
-        (f.header.request_id, error_of(&f).code),
-        (2, ErrorCode::BadRequest)
-    );
+    let e = refused(&mut s, get, 2, &field(1000, b"abc")).await;
+    assert_eq!(e.code, ErrorCode::BadRequest);
     // A key over its limit inside a BATCH is TOO_LARGE too, and nothing of
     // the batch runs.
     let batch = Batch {
         ops: vec![
-            Set {
-                key: "{b}ok".into(),
-                value: "v".into(),
-                ttl_ms: 0,
-                cond: Default::default(),
-            }
-            .into(),
+            Set::new("{b}ok", "v").into(),
             Get {
                 key: vec![b'b'; 2000].into(),
             }
@@ -385,79 +363,39 @@ async fn a_field_over_its_limit_and_truncated_is_too_large() {
 async fn invalid_arguments_are_bad_requests_that_run_nothing() {
     let node = TestNode::start().await;
     let mut s = raw(&node).await;
-    let set = |key: &str| -> rush_client::protocol::Request {
-        Set {
-            key: key.to_string().into(),
-            value: "v".into(),
-            ttl_ms: 0,
-            cond: Default::default(),
-        }
-        .into()
-    };
-    let bad = |e: RushError, what: &str| assert_eq!(e.code, ErrorCode::BadRequest, "{what}: {e}");
     // ENVELOPE_REFUNDS pages of 1 to 10000 refunds.
-    for limit in [0, 10_001] {
-        let r = EnvelopeRefunds {
-            after: RefundCursor::START,
-            limit,
-        };
-        let e = call(&mut s, 100 + limit as u64, &r).await.unwrap_err();
-        bad(e, &format!("refunds limit {limit}"));
-    }
-    assert!(call(
-        &mut s,
-        1,
-        &EnvelopeRefunds {
-            after: RefundCursor::START,
-            limit: 10_000
-        }
-    )
-    .await
-    .is_ok());
-    // HSET and HDEL name at least one field.
-    let e = call(
-        &mut s,
-        2,
-        &HSet {
-            key: "h".into(),
-            fields: vec![],
-        },
-    )
-    .await
-    .unwrap_err();
-    bad(e, "HSET without fields");
-    let e = call(
-        &mut s,
-        3,
-        &HDel {
-            key: "h".into(),
-            fields: vec![],
-        },
-    )
-    .await
-    .unwrap_err();
-    bad(e, "HDEL without fields");
-    // A BATCH has 1 to 1000 operations, none of them a BATCH.
-    let e = call(&mut s, 4, &Batch::default()).await.unwrap_err();
-    bad(e, "empty BATCH");
-    let nested = Batch {
-        ops: vec![
-            set("{n}a"),
-            Batch {
-                ops: vec![set("{n}b")],
-            }
-            .into(),
-        ],
+    let refunds = |limit| EnvelopeRefunds {
+        after: RefundCursor::START,
+        limit,
     };
-    let e = call(&mut s, 5, &nested).await.unwrap_err();
-    bad(e, "nested BATCH");
+    for limit in [0, 10_001] {
+        let what = format!("refunds limit {limit}");
+        bad_request(&mut s, 100 + limit as u64, &refunds(limit), &what).await;
+    }
+    assert!(call(&mut s, 1, &refunds(10_000)).await.is_ok());
+    // HSET and HDEL name at least one field.
+    let hset = HSet {
+        key: "h".into(),
+        fields: vec![],
+    };
+    bad_request(&mut s, 2, &hset, "HSET without fields").await;
+    let hdel = HDel {
+        key: "h".into(),
+        fields: vec![],
+    };
+    bad_request(&mut s, 3, &hdel, "HDEL without fields").await;
+    // A BATCH has 1 to 1000 operations, none of them a BATCH.
+    bad_request(&mut s, 4, &Batch::default(), "empty BATCH").await;
+    let inner = Batch {
+        ops: vec![Set::new("{n}b", "v").into()],
+    };
+    let nested = Batch {
+        ops: vec![Set::new("{n}a", "v").into(), inner.into()],
+    };
+    bad_request(&mut s, 5, &nested, "nested BATCH").await;
     // CATALOG_SHED modes are 0 off, 1 on, 2 auto.
-    s.write_all(&request(Opcode::CatalogShed.as_u8(), 6, &[3]))
-        .await
-        .unwrap();
-    let f = next_frame(&mut s).await.unwrap();
-    assert_eq!(f.header.request_id, 6);
-    bad(error_of(&f), "SHED mode 3");
+    let e = refused(&mut s, Opcode::CatalogShed.as_u8(), 6, &[3]).await;
+    assert_eq!(e.code, ErrorCode::BadRequest, "SHED mode 3: {e}");
     for key in ["h", "{n}a", "{n}b"] {
         assert!(!node.client.exists(key).await.unwrap(), "{key} was written");
     }

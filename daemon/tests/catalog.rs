@@ -90,6 +90,20 @@ async fn impatient(node: &TestNode) -> Client {
     .expect("connect")
 }
 
+/// `prefix0`, `prefix1`, … for the numbers in `range`.
+fn owners(prefix: &str, range: std::ops::Range<u32>) -> impl Iterator<Item = String> + '_ {
+    range.map(move |i| format!("{prefix}{i}"))
+}
+
+/// Each of `owners` has exactly `n` records (asked without a filter).
+async fn assert_records(c: &Client, owners: impl IntoIterator<Item = String>, n: usize) {
+    let all = CatalogFilter::default();
+    for owner in owners {
+        let got = c.catalog_query(owner.clone(), &all).await.unwrap();
+        assert_eq!(got.len(), n, "owner {owner}");
+    }
+}
+
 /// Put one record for each owner, many in flight.
 async fn put_owners(node: &TestNode, owners: Vec<String>) {
     let conn = raw_conn(node).await;
@@ -436,13 +450,7 @@ async fn filter_and_data_survive_restart() {
     node.restart().await;
     let c = &node.client;
     let all = CatalogFilter::default();
-    for i in 1..200 {
-        assert_eq!(
-            c.catalog_query(format!("R{i}"), &all).await.unwrap().len(),
-            1,
-            "R{i}"
-        );
-    }
+    assert_records(c, owners("R", 1..200), 1).await;
     assert!(c.catalog_query("R0", &all).await.unwrap().is_empty());
     assert_eq!(
         ids(&c.catalog_query_alias("name", "Acme", &all).await.unwrap()),
@@ -690,8 +698,7 @@ async fn deletes_drift_is_bounded_by_rebuilds() {
     })
     .await;
     let c = &node.client;
-    let all = CatalogFilter::default();
-    put_owners(&node, (0..200).map(|i| format!("D{i}")).collect()).await;
+    put_owners(&node, owners("D", 0..200).collect()).await;
     // Remove 100 owners: still in the filters, each costs a false positive.
     for i in 0..100 {
         assert!(c.catalog_delete(format!("D{i}"), "c1").await.unwrap());
@@ -700,13 +707,7 @@ async fn deletes_drift_is_bounded_by_rebuilds() {
         path(&node, Path::BloomNegative),
         path(&node, Path::CacheNegative),
     );
-    for i in 0..100 {
-        assert!(c
-            .catalog_query(format!("D{i}"), &all)
-            .await
-            .unwrap()
-            .is_empty());
-    }
+    assert_records(c, owners("D", 0..100), 0).await;
     assert_eq!(
         path(&node, Path::CacheNegative) - cneg0,
         100,
@@ -723,33 +724,17 @@ async fn deletes_drift_is_bounded_by_rebuilds() {
         assert_eq!(m.bloom_stale.with_label_values(&[&s.to_string()]).get(), 0);
     }
     let neg1 = path(&node, Path::BloomNegative);
-    for i in 0..100 {
-        assert!(c
-            .catalog_query(format!("D{i}"), &all)
-            .await
-            .unwrap()
-            .is_empty());
-    }
+    assert_records(c, owners("D", 0..100), 0).await;
     assert!(
         path(&node, Path::BloomNegative) - neg1 >= 95,
         "deleted owners left the filter"
     );
-    for i in 100..200 {
-        assert_eq!(
-            c.catalog_query(format!("D{i}"), &all).await.unwrap().len(),
-            1
-        );
-    }
+    assert_records(c, owners("D", 100..200), 1).await;
 
     // An admin rebuild starts on every shard and keeps every owner.
     assert_eq!(c.catalog_rebuild().await.unwrap(), 2);
     ticks_until(c, || m.bloom_rebuilds.get() - rebuilds0 == 4).await;
-    for i in 100..200 {
-        assert_eq!(
-            c.catalog_query(format!("D{i}"), &all).await.unwrap().len(),
-            1
-        );
-    }
+    assert_records(c, owners("D", 100..200), 1).await;
     node.stop().await;
 }
 
@@ -761,8 +746,7 @@ async fn writes_during_a_background_rebuild_are_kept() {
     })
     .await;
     let c = &node.client;
-    let all = CatalogFilter::default();
-    put_owners(&node, (0..50).map(|i| format!("W{i}")).collect()).await;
+    put_owners(&node, owners("W", 0..50).collect()).await;
     c.catalog_rebuild().await.unwrap();
     // Some ticks scan a few slots; writes land on slots scanned and not yet.
     for i in 0..30 {
@@ -775,21 +759,8 @@ async fn writes_during_a_background_rebuild_are_kept() {
     let rebuilds = &node.running().metrics().catalog.bloom_rebuilds;
     ticks_until(c, || rebuilds.get() == 1).await;
     // Nothing written before or during the rebuild is missing from the new filter.
-    for i in 0..50 {
-        assert_eq!(
-            c.catalog_query(format!("W{i}"), &all).await.unwrap().len(),
-            1
-        );
-    }
-    for i in 0..30 {
-        assert_eq!(
-            c.catalog_query(format!("late-{i}"), &all)
-                .await
-                .unwrap()
-                .len(),
-            1
-        );
-    }
+    assert_records(c, owners("W", 0..50), 1).await;
+    assert_records(c, owners("late-", 0..30), 1).await;
     node.stop().await;
 }
 
@@ -885,12 +856,7 @@ async fn acknowledged_writes_survive_kill_9() {
     let c = common::connect(second.addr).await;
     let all = CatalogFilter::default();
     assert!(c.catalog_query("K0", &all).await.unwrap().is_empty());
-    for i in 1..50 {
-        assert_eq!(
-            c.catalog_query(format!("K{i}"), &all).await.unwrap().len(),
-            1
-        );
-    }
+    assert_records(&c, owners("K", 1..50), 1).await;
     assert_eq!(
         c.catalog_resolve("name", "Kay").await.unwrap(),
         Some(Bytes::from("K7"))

@@ -6,10 +6,12 @@
 mod common;
 
 use bytes::Bytes;
-use common::{connect, connect_patient, test_config, TestNode};
+use common::{connect, connect_patient, limit_policy, test_config, TestNode};
 use rush_client::protocol::cmd::{
-    BatchShortenItem, CatalogFilter, ClusterNode, ClusterSlotsReply, EnvelopeCreate, EnvelopeState,
-    Get, OrderItem, PolicyDef, Record, RefundCursor, Rule, Scope, SlotRange,
+    BatchShortenItem, CatalogFilter, ClusterMigrate, ClusterMigrateReply, ClusterNode,
+    ClusterSlotsReply, EnvelopeCreate, EnvelopeState, Get, ImportPair, MigrateCommit,
+    MigrateImport, MigrateStatus, MigrationState, OrderItem, Record, RefundCursor, Scope,
+    SlotRange,
 };
 use rush_client::protocol::{key_slot, ErrorCode, ErrorDetail};
 use rush_client::{Client, ClientError, ClientOptions, Connection};
@@ -28,14 +30,52 @@ fn keys_in(prefix: &str, slots: std::ops::Range<u16>, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// Slots `start` to `end`, both included.
+fn range(start: u16, end: u16) -> SlotRange {
+    SlotRange { start, end }
+}
+
+fn addrs(nodes: &[&TestNode]) -> Vec<String> {
+    nodes.iter().map(|n| n.addr().to_string()).collect()
+}
+
+/// `rush cluster create` of the nodes at `addrs`, the slots shared evenly.
+async fn create(addrs: &[String]) -> Result<ClusterSlotsReply, ClientError> {
+    rush_client::cluster::create(addrs, false, ClientOptions::default()).await
+}
+
 async fn two_node_cluster() -> (TestNode, TestNode, ClusterSlotsReply) {
     let a = TestNode::start().await;
     let b = TestNode::start().await;
-    let addrs = vec![a.addr().to_string(), b.addr().to_string()];
-    let map = rush_client::cluster::create(&addrs, false, ClientOptions::default())
-        .await
-        .expect("cluster created");
+    let map = create(&addrs(&[&a, &b])).await.expect("cluster created");
     (a, b, map)
+}
+
+async fn node_id(n: &TestNode) -> String {
+    let info = n.client.info().await.unwrap();
+    info.get("node_id").expect("INFO has node_id").to_string()
+}
+
+/// A GET sent to the node at `addr` itself, on a connection of its own: no
+/// routing, no following MOVED.
+async fn get_on(addr: &str, key: &str) -> Result<Option<Bytes>, ClientError> {
+    let conn = Connection::connect(addr, T).await.unwrap();
+    conn.call(
+        &Get {
+            key: key.to_string().into(),
+        },
+        T,
+    )
+    .await
+}
+
+/// Moves `slots` from node `from` to node `to` (an id), which must succeed.
+async fn migrate(from: &TestNode, slots: SlotRange, to: &str) -> ClusterMigrateReply {
+    connect_patient(from.addr())
+        .await
+        .cluster_migrate(&[slots], to)
+        .await
+        .expect("slots moved")
 }
 
 fn code<T: std::fmt::Debug>(r: Result<T, ClientError>) -> ErrorCode {
@@ -49,42 +89,19 @@ async fn moved_for_slots_elsewhere_and_clients_follow() {
     // A client that knew node A alone (epoch 0) before the cluster existed.
     let stale = connect(a.addr()).await;
     assert_eq!(stale.cluster_map(), None);
-    let addrs = vec![a.addr().to_string(), b.addr().to_string()];
-    let map = rush_client::cluster::create(&addrs, false, ClientOptions::default())
-        .await
-        .unwrap();
+    let addrs = addrs(&[&a, &b]);
+    let map = create(&addrs).await.unwrap();
     assert_eq!(map.epoch, 1);
-    assert_eq!(
-        map.nodes[0].ranges,
-        vec![SlotRange {
-            start: 0,
-            end: 8191
-        }]
-    );
-    assert_eq!(
-        map.nodes[1].ranges,
-        vec![SlotRange {
-            start: 8192,
-            end: 16383
-        }]
-    );
+    assert_eq!(map.nodes[0].ranges, [range(0, 8191)]);
+    assert_eq!(map.nodes[1].ranges, [range(8192, 16383)]);
     // Creating again is refused without --replace.
-    let again = rush_client::cluster::create(&addrs, false, ClientOptions::default()).await;
+    let again = create(&addrs).await;
     assert!(matches!(again, Err(ClientError::Cluster(_))), "{again:?}");
 
     let on_a = keys_in("a", 0..8192, 1).remove(0);
     let on_b = keys_in("b", 8192..16384, 1).remove(0);
     // Raw requests: the node that doesn't own the slot says who does.
-    let raw_a = Connection::connect(&a.addr().to_string(), T).await.unwrap();
-    let e = raw_a
-        .call(
-            &Get {
-                key: on_b.clone().into(),
-            },
-            T,
-        )
-        .await
-        .unwrap_err();
+    let e = get_on(&addrs[0], &on_b).await.unwrap_err();
     let ClientError::Server(e) = e else {
         panic!("{e:?}")
     };
@@ -96,18 +113,7 @@ async fn moved_for_slots_elsewhere_and_clients_follow() {
             addr: b.addr().to_string()
         }
     );
-    assert_eq!(
-        raw_a
-            .call(
-                &Get {
-                    key: on_a.clone().into()
-                },
-                T
-            )
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(get_on(&addrs[0], &on_a).await.unwrap(), None);
     // Both nodes report the same map; INFO shows the epoch.
     for n in [&a, &b] {
         let m = n.client.cluster_slots().await.unwrap();
@@ -122,17 +128,8 @@ async fn moved_for_slots_elsewhere_and_clients_follow() {
     c.set(on_a.clone(), "1").await.unwrap();
     c.set(on_b.clone(), "2").await.unwrap();
     assert_eq!(c.stats().moved, 0);
-    let raw_b = Connection::connect(&b.addr().to_string(), T).await.unwrap();
     assert_eq!(
-        raw_b
-            .call(
-                &Get {
-                    key: on_b.clone().into()
-                },
-                T
-            )
-            .await
-            .unwrap(),
+        get_on(&addrs[1], &on_b).await.unwrap(),
         Some(Bytes::from("2"))
     );
     // The stale client follows MOVED once and then knows the map.
@@ -181,18 +178,12 @@ fn ghost_map(epoch: u64, me: &str, addr: &str) -> ClusterSlotsReply {
             ClusterNode {
                 id: me.into(),
                 addr: addr.into(),
-                ranges: vec![SlotRange {
-                    start: 0,
-                    end: 8191,
-                }],
+                ranges: vec![range(0, 8191)],
             },
             ClusterNode {
                 id: "ghost".into(),
                 addr: "127.0.0.1:1".into(),
-                ranges: vec![SlotRange {
-                    start: 8192,
-                    end: 16383,
-                }],
+                ranges: vec![range(8192, 16383)],
             },
         ],
     }
@@ -201,14 +192,7 @@ fn ghost_map(epoch: u64, me: &str, addr: &str) -> ClusterSlotsReply {
 #[tokio::test]
 async fn setmap_takes_only_newer_epochs_and_is_kept() {
     let mut a = TestNode::start().await;
-    let id = a
-        .client
-        .info()
-        .await
-        .unwrap()
-        .get("node_id")
-        .unwrap()
-        .to_string();
+    let id = node_id(&a).await;
     let addr = a.addr().to_string();
     let c = a.client.clone();
     let m5 = ghost_map(5, &id, &addr);
@@ -259,16 +243,12 @@ async fn setmap_takes_only_newer_epochs_and_is_kept() {
     // A map that gives the node the ghost's slots too: it serves them.
     let addr = a.addr().to_string();
     let mut all = ghost_map(10, &id, &addr);
-    all.nodes[0].ranges = vec![SlotRange {
-        start: 0,
-        end: 16383,
-    }];
+    all.nodes[0].ranges = vec![range(0, 16383)];
     all.nodes[1].ranges = vec![];
     let c = a.client.clone();
     assert_eq!(c.cluster_setmap_on(&addr, all).await.unwrap(), 10);
     let k = keys_in("g", 9000..9001, 1).remove(0);
-    let raw = Connection::connect(&addr, T).await.unwrap();
-    assert_eq!(raw.call(&Get { key: k.into() }, T).await.unwrap(), None);
+    assert_eq!(get_on(&addr, &k).await.unwrap(), None);
     a.stop().await;
 }
 
@@ -293,25 +273,13 @@ async fn partial_map_files_are_refused_at_start() {
     );
 }
 
-fn limit_policy() -> PolicyDef {
-    PolicyDef {
-        name: "sale".into(),
-        relaxed: false,
-        rules: vec![Rule {
-            name: "total".into(),
-            scope: Scope::Total,
-            max: 1_000_000,
-            window: "day".parse().unwrap(),
-        }],
-    }
-}
-
 #[tokio::test]
 async fn a_slot_range_moves_with_all_its_data() {
     let (a, b, map) = two_node_cluster().await;
     let b_id = map.nodes[1].id.clone();
     let c = connect(a.addr()).await;
-    c.limit_policy_set(limit_policy()).await.unwrap();
+    let sale = limit_policy("sale", &[("total", Scope::Total, 1_000_000, "day")]);
+    c.limit_policy_set(sale).await.unwrap();
     const MOVING: std::ops::Range<u16> = 100..200;
 
     // Data of every service in the slots that move.
@@ -380,17 +348,7 @@ async fn a_slot_range_moves_with_all_its_data() {
     assert_eq!(page.refunds[0].cursor.id, expiring.id);
     let read_up_to = page.next;
 
-    let moved = connect_patient(a.addr())
-        .await
-        .cluster_migrate(
-            &[SlotRange {
-                start: 100,
-                end: 199,
-            }],
-            &b_id,
-        )
-        .await
-        .unwrap();
+    let moved = migrate(&a, range(100, 199), &b_id).await;
     assert_eq!(moved.slots, 100);
     assert!(moved.keys > 300, "{moved:?}");
     assert!(moved.unsynced.is_empty());
@@ -413,16 +371,7 @@ async fn a_slot_range_moves_with_all_its_data() {
         assert_eq!(storage.count_raw(shard, &from, &to).unwrap(), 0);
     }
     // A raw request to A for a moved key is redirected to B.
-    let raw_a = Connection::connect(&a.addr().to_string(), T).await.unwrap();
-    let e = raw_a
-        .call(
-            &Get {
-                key: kv[0].clone().into(),
-            },
-            T,
-        )
-        .await
-        .unwrap_err();
+    let e = get_on(&a.addr().to_string(), &kv[0]).await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::Moved));
 
     // Everything reads back through the routing client.
@@ -511,9 +460,7 @@ async fn a_slot_range_moves_with_all_its_data() {
     }
     let total = c.envelope_audit().await.unwrap();
     assert_eq!(total.envelopes, (envelopes.len() * 2 + 1) as u64);
-    let metrics = common::http_get(a.running().http_addr().unwrap(), "/metrics")
-        .await
-        .1;
+    let metrics = a.metrics().await;
     assert!(
         metrics.contains("rush_cluster_slots_migrated_total 100"),
         "{metrics}"
@@ -527,90 +474,59 @@ async fn migrate_refuses_what_it_cannot_do() {
     let (a, b, map) = two_node_cluster().await;
     let c: Client = connect(a.addr()).await;
     let a_id = map.nodes[0].id.clone();
+    let (a_addr, b_addr) = (a.addr().to_string(), b.addr().to_string());
     // Slots of B, asked of A: refused before anything happens.
-    let e = c
-        .call_on(
-            &a.addr().to_string(),
-            rush_client::protocol::cmd::ClusterMigrate {
-                slots: vec![SlotRange {
-                    start: 9000,
-                    end: 9000,
-                }],
-                to: a_id.clone(),
-            },
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Some(ErrorCode::BadRequest));
+    let b_slots_to_a = ClusterMigrate {
+        slots: vec![range(9000, 9000)],
+        to: a_id.clone(),
+    };
+    assert_eq!(
+        code(c.call_on(&a_addr, b_slots_to_a).await),
+        ErrorCode::BadRequest
+    );
     // An unknown target.
     let e = c
-        .cluster_migrate(&[SlotRange { start: 1, end: 1 }], "nobody")
+        .cluster_migrate(&[range(1, 1)], "nobody")
         .await
         .unwrap_err();
     assert!(matches!(e, ClientError::Cluster(_)), "{e:?}");
     // Slots the target has already: nothing to do.
-    let r = c
-        .cluster_migrate(&[SlotRange { start: 10, end: 10 }], &a_id)
-        .await
-        .unwrap();
+    let r = c.cluster_migrate(&[range(10, 10)], &a_id).await.unwrap();
     assert_eq!(r.slots, 0);
     // Imports are only for nodes that don't own the slot.
-    let e = c
-        .call_on(
-            &a.addr().to_string(),
-            rush_client::protocol::cmd::MigrateImport {
-                id: 1,
-                slot: 10,
-                seq: 0,
-                from: "x".into(),
-                pairs: vec![],
-            },
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Some(ErrorCode::Conflict));
+    let import = |pairs| MigrateImport {
+        id: 1,
+        slot: 10,
+        seq: 0,
+        from: "x".into(),
+        pairs,
+    };
+    assert_eq!(
+        code(c.call_on(&a_addr, import(vec![])).await),
+        ErrorCode::Conflict
+    );
     // Keys outside the slot are refused; a commit without an import too.
-    let bad = rush_client::protocol::cmd::ImportPair {
+    let bad = ImportPair {
         key: Bytes::from(keys::kv(11, b"k")),
         value: Bytes::from(vec![1u8; 9]),
         append: false,
     };
-    let e = c
-        .call_on(
-            &b.addr().to_string(),
-            rush_client::protocol::cmd::MigrateImport {
-                id: 1,
-                slot: 10,
-                seq: 0,
-                from: "x".into(),
-                pairs: vec![bad],
-            },
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Some(ErrorCode::BadRequest));
-    let e = c
-        .call_on(
-            &b.addr().to_string(),
-            rush_client::protocol::cmd::MigrateCommit {
-                id: 7,
-                slot: 10,
-                chunks: 1,
-                keys: 0,
-                map: map.with_slot_moved(10, &map.nodes[1].id, 2).unwrap(),
-            },
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Some(ErrorCode::Conflict));
     assert_eq!(
-        c.call_on(
-            &b.addr().to_string(),
-            rush_client::protocol::cmd::MigrateStatus { id: 7, slot: 10 }
-        )
-        .await
-        .unwrap(),
-        rush_client::protocol::cmd::MigrationState::Unknown
+        code(c.call_on(&b_addr, import(vec![bad])).await),
+        ErrorCode::BadRequest
+    );
+    let commit = MigrateCommit {
+        id: 7,
+        slot: 10,
+        chunks: 1,
+        keys: 0,
+        map: map.with_slot_moved(10, &map.nodes[1].id, 2).unwrap(),
+    };
+    assert_eq!(code(c.call_on(&b_addr, commit).await), ErrorCode::Conflict);
+    let status = MigrateStatus { id: 7, slot: 10 };
+    assert_eq!(
+        c.call_on(&b_addr, status).await.unwrap(),
+        MigrationState::Unknown
     );
     // Nothing changed.
     assert_eq!(c.cluster_slots().await.unwrap().epoch, 1);
@@ -623,10 +539,7 @@ async fn redirects_of_codes_another_node_serves_are_forwarded() {
     let redirect = |c: &mut rush_daemon::Config| c.links.redirect_listen = "127.0.0.1:0".into();
     let a = TestNode::start_with(redirect).await;
     let b = TestNode::start_with(redirect).await;
-    let addrs = vec![a.addr().to_string(), b.addr().to_string()];
-    rush_client::cluster::create(&addrs, false, ClientOptions::default())
-        .await
-        .unwrap();
+    create(&addrs(&[&a, &b])).await.unwrap();
     let c = connect(a.addr()).await;
     // A code issued in a slot of B.
     let r = c
@@ -662,39 +575,19 @@ async fn a_lone_node_with_data_grows_into_a_cluster_by_moving_slots() {
     for k in &keys {
         a.client.set(k.clone(), "v").await.unwrap();
     }
-    let addrs = vec![a.addr().to_string(), b.addr().to_string()];
+    let addrs = addrs(&[&a, &b]);
     // A new map would hide half of A's keys: refused.
-    let e = rush_client::cluster::create(&addrs, false, ClientOptions::default())
-        .await
-        .unwrap_err();
+    let e = create(&addrs).await.unwrap_err();
     assert!(e.to_string().contains("already holds data"), "{e}");
     // Instead: B joins owning nothing, then slots move to it.
-    let a_id = a
-        .client
-        .info()
-        .await
-        .unwrap()
-        .get("node_id")
-        .unwrap()
-        .to_string();
-    let b_id = b
-        .client
-        .info()
-        .await
-        .unwrap()
-        .get("node_id")
-        .unwrap()
-        .to_string();
+    let b_id = node_id(&b).await;
     let map = ClusterSlotsReply {
         epoch: 1,
         nodes: vec![
             ClusterNode {
-                id: a_id,
+                id: node_id(&a).await,
                 addr: addrs[0].clone(),
-                ranges: vec![SlotRange {
-                    start: 0,
-                    end: 16383,
-                }],
+                ranges: vec![range(0, 16383)],
             },
             ClusterNode {
                 id: b_id.clone(),
@@ -707,40 +600,13 @@ async fn a_lone_node_with_data_grows_into_a_cluster_by_moving_slots() {
     for (addr, r) in c.cluster_apply(&map).await {
         assert_eq!(r.unwrap(), 1, "{addr}");
     }
-    let moved = connect_patient(a.addr())
-        .await
-        .cluster_migrate(
-            &[SlotRange {
-                start: 16000,
-                end: 16383,
-            }],
-            &b_id,
-        )
-        .await
-        .unwrap();
+    let moved = migrate(&a, range(16000, 16383), &b_id).await;
     assert_eq!(moved.slots, 384);
     let m = c.cluster_slots().await.unwrap();
-    assert_eq!(
-        m.node(&b_id).unwrap().ranges,
-        vec![SlotRange {
-            start: 16000,
-            end: 16383
-        }]
-    );
+    assert_eq!(m.node(&b_id).unwrap().ranges, [range(16000, 16383)]);
     for k in &keys {
         assert_eq!(c.get(k.clone()).await.unwrap(), Some(Bytes::from("v")));
-        assert_eq!(
-            b.client
-                .call_on(
-                    &addrs[1],
-                    Get {
-                        key: k.clone().into()
-                    }
-                )
-                .await
-                .unwrap(),
-            Some(Bytes::from("v"))
-        );
+        assert_eq!(get_on(&addrs[1], k).await.unwrap(), Some(Bytes::from("v")));
     }
     a.stop().await;
     b.stop().await;
@@ -760,7 +626,7 @@ async fn nodes_with_tokens_move_slots_with_their_admin_token() {
     };
     let a = TestNode::start_with(auth.clone()).await;
     let b = TestNode::start_with(auth).await;
-    let addrs = vec![a.addr().to_string(), b.addr().to_string()];
+    let addrs = addrs(&[&a, &b]);
     let as_app = ClientOptions {
         token: Some("s3cret-app".into()),
         ..ClientOptions::default()
@@ -785,7 +651,7 @@ async fn nodes_with_tokens_move_slots_with_their_admin_token() {
     app.set(k.clone(), "v").await.unwrap();
     let ops = Client::connect_with(&addrs[0], as_admin).await.unwrap();
     let moved = ops
-        .cluster_migrate(&[SlotRange { start: 10, end: 10 }], &map.nodes[1].id)
+        .cluster_migrate(&[range(10, 10)], &map.nodes[1].id)
         .await
         .unwrap();
     assert_eq!(moved.slots, 1);

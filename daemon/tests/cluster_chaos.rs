@@ -11,9 +11,9 @@ mod cluster_support;
 mod common;
 
 use cluster_support::{audit_clean, create, opts, Node};
+use common::limit_policy;
 use rush_client::protocol::cmd::{
-    CatalogFilter, EnvelopeCreate, LinkShorten, OrderItem, PolicyDef, Record, Rule, Scope,
-    SlotRange,
+    CatalogFilter, EnvelopeCreate, LinkShorten, OrderItem, Record, Scope, SlotRange,
 };
 use rush_client::protocol::ErrorCode;
 use rush_client::{Client, ClientOptions};
@@ -198,19 +198,12 @@ async fn three_nodes_ride_through_restarts_a_move_and_a_kill() {
     let c = Client::connect_with(&nodes[0].addr(), opts())
         .await
         .unwrap();
-    c.limit_policy_set(PolicyDef {
-        name: "sale".into(),
-        relaxed: false,
-        rules: vec![Rule {
-            name: "total".into(),
-            scope: Scope::Total,
-            max: 1_000_000,
-            // (A week: the counts checked at the end stay in one window.)
-            window: "fixed:604800".parse().unwrap(),
-        }],
-    })
-    .await
-    .unwrap();
+    // (A week: the counts checked at the end stay in one window.)
+    let sale = limit_policy(
+        "sale",
+        &[("total", Scope::Total, 1_000_000, "fixed:604800")],
+    );
+    c.limit_policy_set(sale).await.unwrap();
 
     let shared = Arc::new(Shared {
         acked: Mutex::new(Acked::default()),

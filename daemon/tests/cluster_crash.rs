@@ -9,9 +9,8 @@ mod common;
 
 use bytes::Bytes;
 use cluster_support::{audit_clean, create, keys_in, opts, served_by, wait_settled, Node};
-use rush_client::protocol::cmd::{
-    BatchShortenItem, EnvelopeCreate, OrderItem, PolicyDef, Rule, Scope, SlotRange,
-};
+use common::limit_policy;
+use rush_client::protocol::cmd::{BatchShortenItem, EnvelopeCreate, OrderItem, Scope, SlotRange};
 use rush_client::protocol::ErrorCode;
 use rush_client::{Client, ClientOptions};
 use std::collections::HashSet;
@@ -32,18 +31,8 @@ struct Seeded {
 }
 
 async fn seed(c: &Client) -> Seeded {
-    c.limit_policy_set(PolicyDef {
-        name: "sale".into(),
-        relaxed: false,
-        rules: vec![Rule {
-            name: "total".into(),
-            scope: Scope::Total,
-            max: 1_000,
-            window: "day".parse().unwrap(),
-        }],
-    })
-    .await
-    .unwrap();
+    let sale = limit_policy("sale", &[("total", Scope::Total, 1_000, "day")]);
+    c.limit_policy_set(sale).await.unwrap();
     let kv = keys_in("kv", 100..=104, 200);
     for k in &kv {
         c.set(k.clone(), k.clone()).await.unwrap();

@@ -6,8 +6,8 @@ mod common;
 
 use common::TestNode;
 use rush_client::protocol::cmd::{
-    envelope_day, envelope_id, envelope_slot, EnvelopeCreate, EnvelopeMode, EnvelopeState,
-    RefundCursor,
+    envelope_day, envelope_id, envelope_slot, EnvelopeAuditReply, EnvelopeCreate, EnvelopeMode,
+    EnvelopeState, RefundCursor,
 };
 use rush_client::protocol::ErrorCode;
 use rush_client::{Client, ClientError};
@@ -23,9 +23,26 @@ fn create(sender: &str, total: u64, count: u32) -> EnvelopeCreate {
     c
 }
 
-async fn audit_ok(c: &Client) -> rush_client::protocol::cmd::EnvelopeAuditReply {
+/// A new envelope of `total` cents for `count` users from `sender`,
+/// expiring in an hour: its id.
+async fn envelope(c: &Client, sender: &str, total: u64, count: u32) -> u64 {
+    c.envelope_create(create(sender, total, count))
+        .await
+        .expect("envelope created")
+        .id
+}
+
+async fn audit_ok(c: &Client) -> EnvelopeAuditReply {
     let a = c.envelope_audit().await.unwrap();
     assert!(a.ok(), "audit found problems: {:?}", a.problems);
+    a
+}
+
+/// Ends a test: the audit must find the books right, then the node stops
+/// cleanly. The audit, for the test's own checks.
+async fn audit_and_stop(node: TestNode) -> EnvelopeAuditReply {
+    let a = audit_ok(&node.client).await;
+    node.stop().await;
     a
 }
 
@@ -45,11 +62,7 @@ fn code(e: &ClientError) -> Option<ErrorCode> {
 async fn grabs_split_exactly_once_per_user() {
     let node = TestNode::start().await;
     let c = &node.client;
-    let made = c
-        .envelope_create(create("alice", 10_000, 10))
-        .await
-        .unwrap();
-    let id = made.id;
+    let id = envelope(c, "alice", 10_000, 10).await;
     assert_eq!(envelope_slot(id), rush_client::protocol::key_slot(b"alice"));
     assert!((1..=31).contains(&envelope_day(id)));
 
@@ -118,9 +131,8 @@ async fn grabs_split_exactly_once_per_user() {
             *amount
         );
     }
-    let a = audit_ok(c).await;
+    let a = audit_and_stop(node).await;
     assert_eq!((a.envelopes, a.grabs, a.open), (2, 14, 0));
-    node.stop().await;
 }
 
 #[tokio::test]
@@ -129,12 +141,7 @@ async fn envelopes_dropped_from_memory_reload_from_storage() {
     let c = &node.client;
     let mut ids = Vec::new();
     for i in 0..5 {
-        ids.push(
-            c.envelope_create(create(&format!("s{i}"), 50, 5))
-                .await
-                .unwrap()
-                .id,
-        );
+        ids.push(envelope(c, &format!("s{i}"), 50, 5).await);
     }
     let mut got: HashMap<(u64, &str), u64> = HashMap::new();
     for round in ["a", "b", "c"] {
@@ -159,8 +166,7 @@ async fn envelopes_dropped_from_memory_reload_from_storage() {
         let sum: u64 = info.grabs.iter().map(|g| g.amount_cents).sum();
         assert_eq!(sum + info.remaining_cents, 50);
     }
-    audit_ok(c).await;
-    node.stop().await;
+    audit_and_stop(node).await;
 }
 
 #[tokio::test]
@@ -214,12 +220,12 @@ async fn bad_input_is_refused_and_changes_nothing() {
     assert_eq!(a.envelopes, 0);
 
     // A good envelope next to the bad ones is untouched by them.
-    let id = c.envelope_create(create("s", 100, 2)).await.unwrap().id;
+    let id = envelope(c, "s", 100, 2).await;
     let e = c.envelope_grab(id, "u".repeat(300)).await.unwrap_err();
     assert_eq!(code(&e), Some(ErrorCode::BadRequest));
     let info = c.envelope_info(id).await.unwrap();
     assert_eq!((info.grabbed, info.remaining_cents), (0, 100));
-    node.stop().await;
+    audit_and_stop(node).await;
 }
 
 #[tokio::test]
@@ -242,8 +248,7 @@ async fn idempotency_key_makes_one_envelope() {
     let mut s2 = req.clone();
     s2.sender = "dave".into();
     assert_ne!(c.envelope_create(s2).await.unwrap().id, first.id);
-    assert_eq!(audit_ok(c).await.envelopes, 3);
-    node.stop().await;
+    assert_eq!(audit_and_stop(node).await.envelopes, 3);
 }
 
 /// 2,000 users on 50 connections grab one envelope of 100 shares at once.
@@ -251,12 +256,7 @@ async fn idempotency_key_makes_one_envelope() {
 async fn two_thousand_grabbers_get_exactly_one_hundred_shares() {
     let node = TestNode::start().await;
     let total = 88_888;
-    let id = node
-        .client
-        .envelope_create(create("boss", total, 100))
-        .await
-        .unwrap()
-        .id;
+    let id = envelope(&node.client, "boss", total, 100).await;
     let mut clients = Vec::new();
     for _ in 0..50 {
         clients.push(common::connect(node.addr()).await);
@@ -305,14 +305,13 @@ async fn two_thousand_grabbers_get_exactly_one_hundred_shares() {
             Some(&g.amount_cents)
         );
     }
-    let (_, body) = common::http_get(node.running().http_addr().unwrap(), "/metrics").await;
+    let body = node.metrics().await;
     assert!(
         body.contains("rush_envelope_grabs_total{outcome=\"ok\"} 100"),
         "{body}"
     );
     assert!(body.contains("rush_envelope_in_flight_cents 0"));
-    audit_ok(&node.client).await;
-    node.stop().await;
+    audit_and_stop(node).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -323,12 +322,8 @@ async fn grabs_beyond_the_queue_cap_are_busy() {
     })
     .await;
     let c = node.client.clone();
-    let id = c
-        .envelope_create(create("s", 10_000, 1000))
-        .await
-        .unwrap()
-        .id;
-    let other = c.envelope_create(create("t", 100, 100)).await.unwrap().id;
+    let id = envelope(&c, "s", 10_000, 1000).await;
+    let other = envelope(&c, "t", 100, 100).await;
     // Pipeline a burst on one connection: while one group commits, the rest
     // pile up in the envelope's lane and everything past 4 is refused.
     let burst: Vec<_> = (0..400)
@@ -360,29 +355,24 @@ async fn grabs_beyond_the_queue_cap_are_busy() {
         info.total_cents - info.remaining_cents,
         info.grabs.iter().map(|g| g.amount_cents).sum::<u64>()
     );
-    let (_, body) = common::http_get(node.running().http_addr().unwrap(), "/metrics").await;
+    let body = node.metrics().await;
     assert!(body.contains(&format!(
         "rush_envelope_grabs_total{{outcome=\"busy\"}} {busy}"
     )));
-    audit_ok(&c).await;
-    node.stop().await;
+    audit_and_stop(node).await;
 }
 
 #[tokio::test]
 async fn expiry_writes_exactly_one_refund_of_the_rest() {
     let node = TestNode::start().await;
     let c = &node.client;
-    let id = c
-        .envelope_create(create("erin", 1_000, 10))
-        .await
-        .unwrap()
-        .id;
+    let id = envelope(c, "erin", 1_000, 10).await;
     let mut grabbed = 0;
     for u in ["a", "b", "c"] {
         grabbed += c.envelope_grab(id, u).await.unwrap().amount_cents;
     }
     // A fully grabbed envelope owes no refund.
-    let full = c.envelope_create(create("erin", 2, 2)).await.unwrap().id;
+    let full = envelope(c, "erin", 2, 2).await;
     c.envelope_grab(full, "a").await.unwrap();
     c.envelope_grab(full, "b").await.unwrap();
 
@@ -419,20 +409,14 @@ async fn expiry_writes_exactly_one_refund_of_the_rest() {
     c.clock_advance(DAY).await.unwrap();
     let page = c.envelope_refunds(RefundCursor::START, 100).await.unwrap();
     assert_eq!(page.refunds.len(), 1);
-    let a = audit_ok(c).await;
+    let a = audit_and_stop(node).await;
     assert_eq!((a.refunded, a.open, a.in_flight_cents), (1, 0, 0));
-    node.stop().await;
 }
 
 #[tokio::test]
 async fn an_open_envelope_is_refunded_after_a_restart() {
     let mut node = TestNode::start().await;
-    let id = node
-        .client
-        .envelope_create(create("fay", 300, 3))
-        .await
-        .unwrap()
-        .id;
+    let id = envelope(&node.client, "fay", 300, 3).await;
     node.client.envelope_grab(id, "a").await.unwrap();
     node.restart().await;
     // The pending expiry is found again at startup.
@@ -444,8 +428,7 @@ async fn an_open_envelope_is_refunded_after_a_restart() {
         .unwrap();
     assert_eq!(page.refunds.len(), 1);
     assert_eq!(page.refunds[0].envelope_id(), id);
-    audit_ok(&node.client).await;
-    node.stop().await;
+    audit_and_stop(node).await;
 }
 
 #[tokio::test]
@@ -536,20 +519,19 @@ async fn the_refund_stream_resumes_from_the_acknowledged_cursor() {
     assert_eq!(code(&e), Some(ErrorCode::BadRequest), "{e}");
     let e = c.envelope_refunds_ack(future).await.unwrap_err();
     assert_eq!(code(&e), Some(ErrorCode::BadRequest), "{e}");
-    let (_, body) = common::http_get(node.running().http_addr().unwrap(), "/metrics").await;
+    let body = node.metrics().await;
     assert!(
         body.contains("rush_envelope_refunds_acked_total 4"),
         "{body}"
     );
-    audit_ok(c).await;
-    node.stop().await;
+    audit_and_stop(node).await;
 }
 
 #[tokio::test]
 async fn refunds_written_after_a_read_sort_after_its_cursor() {
     let node = TestNode::start().await;
     let c = &node.client;
-    let early = c.envelope_create(create("early", 50, 5)).await.unwrap().id;
+    let early = envelope(c, "early", 50, 5).await;
     let mut late = create("late", 60, 5);
     late.expires_in_ms = 3 * HOUR.as_millis() as u64;
     let late = c.envelope_create(late).await.unwrap().id;
@@ -563,7 +545,7 @@ async fn refunds_written_after_a_read_sort_after_its_cursor() {
     assert_eq!(q.refunds.len(), 1);
     assert_eq!(q.refunds[0].envelope_id(), late);
     assert!(q.refunds[0].cursor > p.next);
-    node.stop().await;
+    audit_and_stop(node).await;
 }
 
 /// Retention removes a slot's old day even when its day-of-month bucket
@@ -574,7 +556,7 @@ async fn retention_removes_old_days_and_keeps_newer_ones_in_the_same_bucket() {
     let c = &node.client;
     let retention = node.config.envelopes.retention_days as u64;
     assert_eq!(retention, 31);
-    let old = c.envelope_create(create("zoe", 500, 5)).await.unwrap().id;
+    let old = envelope(c, "zoe", 500, 5).await;
     c.envelope_grab(old, "a").await.unwrap();
     let old_bucket = envelope_day(old);
 
@@ -584,7 +566,7 @@ async fn retention_removes_old_days_and_keeps_newer_ones_in_the_same_bucket() {
     while advanced < retention {
         c.clock_advance(DAY).await.unwrap();
         advanced += 1;
-        let probe = c.envelope_create(create("zoe", 10, 1)).await.unwrap().id;
+        let probe = envelope(c, "zoe", 10, 1).await;
         if envelope_day(probe) == old_bucket {
             newer = Some(probe);
             break;
@@ -621,7 +603,7 @@ async fn retention_removes_old_days_and_keeps_newer_ones_in_the_same_bucket() {
     let bucket = rush_daemon::storage::keys::envelope::day_start(slot, old_bucket);
     let end = rush_daemon::storage::keys::envelope::day_id_end(slot, old_bucket);
     assert_eq!(storage.count_raw(shard, &bucket, &end).unwrap(), 1);
-    let (_, body) = common::http_get(node.running().http_addr().unwrap(), "/metrics").await;
+    let body = node.metrics().await;
     assert!(
         body.contains("rush_envelope_retention_day_buckets_removed_total 1"),
         "{body}"

@@ -9,10 +9,52 @@ mod common;
 use common::{http, Spawned, TestNode, ANDROID, DESKTOP, IPHONE};
 use rush_client::protocol::cmd::{AppLinkChange, BatchShortenItem, LinkShorten, LinkUpdate};
 use rush_client::protocol::ErrorCode;
-use rush_client::ClientError;
+use rush_client::{Client, ClientError};
+use std::net::SocketAddr;
 
 fn header(h: &hyper::HeaderMap, name: hyper::header::HeaderName) -> Option<String> {
     h.get(name).map(|v| v.to_str().unwrap().to_string())
+}
+
+/// A node whose redirect listener runs on a port of its own, with the app
+/// scheme `myapp` allowed.
+async fn redirecting_node() -> TestNode {
+    TestNode::start_with(|c| {
+        c.links.redirect_listen = "127.0.0.1:0".into();
+        c.links.app_schemes = vec!["myapp".into()];
+    })
+    .await
+}
+
+fn redirects(node: &TestNode) -> SocketAddr {
+    node.running().redirect_addr().expect("redirects on")
+}
+
+/// A new link's code.
+async fn shorten(c: &Client, req: LinkShorten) -> String {
+    c.shorten_with(req).await.unwrap().code
+}
+
+/// A GET of `path` from the redirect listener at `addr`: the status and
+/// where it sends the visitor (`Location`).
+async fn location(addr: SocketAddr, path: &str, ua: Option<&str>) -> (u16, Option<String>) {
+    let (status, h, _) = http(addr, path, ua).await;
+    (status, header(&h, hyper::header::LOCATION))
+}
+
+/// What [`location`] answers for a redirect to `to`.
+fn moved(status: u16, to: &str) -> (u16, Option<String>) {
+    (status, Some(to.to_string()))
+}
+
+/// A visit to link `code` as `ua`: the status, `Cache-Control` and `Vary`.
+async fn caching(addr: SocketAddr, code: &str, ua: &str) -> (u16, String, Option<String>) {
+    let (status, h, _) = http(addr, &format!("/{code}"), Some(ua)).await;
+    (
+        status,
+        header(&h, hyper::header::CACHE_CONTROL).expect("Cache-Control on every answer"),
+        header(&h, hyper::header::VARY),
+    )
 }
 
 /// The text of the QR code a PNG holds.
@@ -29,7 +71,7 @@ async fn short_urls_and_qr_codes_name_the_redirect_listener_as_bound() {
     // links.base_url not set, the redirect listener on a port the kernel
     // picks: the short URL must carry that port, not 7381.
     let node = TestNode::start_with(|c| c.links.redirect_listen = "127.0.0.1:0".into()).await;
-    let redirect = node.running().redirect_addr().expect("redirects on");
+    let redirect = redirects(&node);
     assert_ne!(redirect.port(), 7381);
     let base = format!("http://{redirect}/");
     assert_eq!(node.running().base_url(), base);
@@ -51,11 +93,9 @@ async fn short_urls_and_qr_codes_name_the_redirect_listener_as_bound() {
 
     // The short URL, followed as printed, is answered by this node.
     let path = link.short_url.strip_prefix(&base).unwrap();
-    let (status, h, _) = http(redirect, &format!("/{path}"), None).await;
-    assert_eq!(status, 302);
     assert_eq!(
-        header(&h, hyper::header::LOCATION).as_deref(),
-        Some("https://example.com/sale")
+        location(redirect, &format!("/{path}"), None).await,
+        moved(302, "https://example.com/sale")
     );
     // And the QR code encodes the same URL.
     let (status, _, png) = http(redirect, &format!("/{}/qr", link.code), None).await;
@@ -138,14 +178,10 @@ fn a_base_url_no_listener_answers_is_warned_about_at_start() {
 
 #[tokio::test]
 async fn caches_get_a_deliberate_policy_and_vary_on_the_user_agent() {
-    let node = TestNode::start_with(|c| {
-        c.links.redirect_listen = "127.0.0.1:0".into();
-        c.links.app_schemes = vec!["myapp".into()];
-    })
-    .await;
+    let node = redirecting_node().await;
     let c = &node.client;
-    let addr = node.running().redirect_addr().unwrap();
-    let shorten = |req: LinkShorten| async move { c.shorten_with(req).await.unwrap().code };
+    let addr = redirects(&node);
+    let shorten = |req| shorten(c, req);
     let never = Some(0);
     let temporary = shorten(LinkShorten {
         ttl_ms: never,
@@ -173,47 +209,39 @@ async fn caches_get_a_deliberate_policy_and_vary_on_the_user_agent() {
     })
     .await;
 
-    let get = |code: String, ua: &'static str| async move {
-        let (status, h, _) = http(addr, &format!("/{code}"), Some(ua)).await;
-        (
-            status,
-            header(&h, hyper::header::CACHE_CONTROL).expect("Cache-Control on every answer"),
-            header(&h, hyper::header::VARY),
-        )
-    };
     let no_store = "private, no-store".to_string();
     let vary = Some("User-Agent".to_string());
     // A 302 is never stored: every visit is counted and may see an update.
     for ua in [DESKTOP, IPHONE] {
         assert_eq!(
-            get(temporary.clone(), ua).await,
+            caching(addr, &temporary, ua).await,
             (302, no_store.clone(), None)
         );
     }
     // A 301 the same for everyone: any cache, for links.permanent_cache_secs.
     for ua in [DESKTOP, IPHONE, ANDROID] {
         assert_eq!(
-            get(permanent.clone(), ua).await,
+            caching(addr, &permanent, ua).await,
             (301, "public, max-age=3600".to_string(), None)
         );
     }
     // A permanent link with app links: each platform's answer varies on the
     // User-Agent, the desktop's 301 too, and no shared cache keeps it.
     assert_eq!(
-        get(permanent_app.clone(), DESKTOP).await,
+        caching(addr, &permanent_app, DESKTOP).await,
         (301, "private, max-age=3600".to_string(), vary.clone())
     );
     assert_eq!(
-        get(permanent_app.clone(), IPHONE).await,
+        caching(addr, &permanent_app, IPHONE).await,
         (200, no_store.clone(), vary.clone())
     );
     assert_eq!(
-        get(permanent_app.clone(), ANDROID).await,
+        caching(addr, &permanent_app, ANDROID).await,
         (302, no_store.clone(), vary.clone())
     );
     for ua in [DESKTOP, IPHONE, ANDROID] {
         assert_eq!(
-            get(temporary_app.clone(), ua).await,
+            caching(addr, &temporary_app, ua).await,
             (302, no_store.clone(), vary.clone()),
             "{ua}"
         );
@@ -232,12 +260,12 @@ async fn caches_get_a_deliberate_policy_and_vary_on_the_user_agent() {
             .parse()
             .unwrap()
     };
-    let (status, cc, _) = get(expiring.clone(), DESKTOP).await;
+    let (status, cc, _) = caching(addr, &expiring, DESKTOP).await;
     assert_eq!(status, 301);
     assert!((598..=600).contains(&max_age(cc.clone())), "{cc}");
     // 200 s on (less than the slide interval of half the TTL): 400 s left.
     node.clock.advance_ms(200_000);
-    let (_, cc, _) = get(expiring.clone(), DESKTOP).await;
+    let (_, cc, _) = caching(addr, &expiring, DESKTOP).await;
     assert!((398..=400).contains(&max_age(cc.clone())), "{cc}");
 
     // Removing the app links removes the Vary.
@@ -249,7 +277,7 @@ async fn caches_get_a_deliberate_policy_and_vary_on_the_user_agent() {
     .await
     .unwrap();
     assert_eq!(
-        get(permanent_app.clone(), IPHONE).await,
+        caching(addr, &permanent_app, IPHONE).await,
         (301, "public, max-age=3600".to_string(), None)
     );
 
@@ -257,23 +285,14 @@ async fn caches_get_a_deliberate_policy_and_vary_on_the_user_agent() {
     let mut node = node;
     node.restart_with(|c| c.links.permanent_cache_secs = 0)
         .await;
-    let addr = node.running().redirect_addr().unwrap();
-    let (status, h, _) = http(addr, &format!("/{permanent}"), Some(DESKTOP)).await;
-    assert_eq!(status, 301);
-    assert_eq!(
-        header(&h, hyper::header::CACHE_CONTROL).as_deref(),
-        Some("private, no-store")
-    );
+    let (status, cc, _) = caching(redirects(&node), &permanent, DESKTOP).await;
+    assert_eq!((status, cc.as_str()), (301, "private, no-store"));
     node.stop().await;
 }
 
 #[tokio::test]
 async fn urls_a_browser_would_refuse_are_refused() {
-    let node = TestNode::start_with(|c| {
-        c.links.redirect_listen = "127.0.0.1:0".into();
-        c.links.app_schemes = vec!["myapp".into()];
-    })
-    .await;
+    let node = redirecting_node().await;
     let c = &node.client;
     let server_message = |e: ClientError| match e {
         ClientError::Server(e) => {
@@ -325,35 +344,20 @@ async fn urls_a_browser_would_refuse_are_refused() {
     };
     server_message(c.shorten_with(app).await.unwrap_err());
     // Nothing was stored: the link still leads where it did.
-    let addr = node.running().redirect_addr().unwrap();
-    let (status, h, _) = http(addr, &format!("/{ok}"), None).await;
-    assert_eq!(status, 302);
     assert_eq!(
-        header(&h, hyper::header::LOCATION).as_deref(),
-        Some("https://example.com/ok")
+        location(redirects(&node), &format!("/{ok}"), None).await,
+        moved(302, "https://example.com/ok")
     );
     node.stop().await;
 }
 
 #[tokio::test]
 async fn a_visits_query_string_reaches_the_target_unless_the_link_drops_it() {
-    let node = TestNode::start_with(|c| {
-        c.links.redirect_listen = "127.0.0.1:0".into();
-        c.links.app_schemes = vec!["myapp".into()];
-    })
-    .await;
+    let node = redirecting_node().await;
     let c = &node.client;
-    let addr = node.running().redirect_addr().unwrap();
-    let shorten = |req: LinkShorten| async move { c.shorten_with(req).await.unwrap().code };
-    let location = |path: String, ua: Option<&'static str>| async move {
-        let (status, h, body) = http(addr, &path, ua).await;
-        (status, header(&h, hyper::header::LOCATION), body)
-    };
-    let moved = |status: u16, to: &str| (status, Some(to.to_string()));
-    let at = |path: String| async move {
-        let (status, to, _) = location(path, None).await;
-        (status, to)
-    };
+    let addr = redirects(&node);
+    let shorten = |req| shorten(c, req);
+    let at = |path: String| async move { location(addr, &path, None).await };
 
     // The target's own parameters first, then the visit's, escapes as sent.
     let own = shorten(LinkShorten::new("https://example.com/p?id=1")).await;
@@ -440,9 +444,11 @@ async fn a_visits_query_string_reaches_the_target_unless_the_link_drops_it() {
     })
     .await;
     let path = format!("/{app}?utm_source=x");
-    let (status, to, _) = location(path.clone(), Some(IPHONE)).await;
-    assert_eq!(moved(status, "https://app.example.com/item/1"), (302, to));
-    let (status, _, page) = location(path.clone(), Some(ANDROID)).await;
+    assert_eq!(
+        location(addr, &path, Some(IPHONE)).await,
+        moved(302, "https://app.example.com/item/1")
+    );
+    let (status, _, page) = http(addr, &path, Some(ANDROID)).await;
     assert_eq!(status, 200);
     let page = String::from_utf8(page).unwrap();
     assert!(page.contains("href=\"myapp://item/1\""), "{page}");
@@ -451,7 +457,7 @@ async fn a_visits_query_string_reaches_the_target_unless_the_link_drops_it() {
         "{page}"
     );
     assert_eq!(
-        location(path, Some(DESKTOP)).await.1.as_deref(),
+        location(addr, &path, Some(DESKTOP)).await.1.as_deref(),
         Some("https://example.com/item/1?utm_source=x")
     );
 

@@ -200,19 +200,8 @@ async fn batch_is_atomic() {
     let node = TestNode::start().await;
     let c = &node.client;
     // The seed's five commands as one batch: hset, hset, expire, set, expire.
-    let replies = c
-        .batch()
-        .hset("{u1}:items", "sku-1", "1")
-        .hset("{u1}:items", "sku-2", "1")
-        .expire("{u1}:items", DAY)
-        .set("{u1}:order:o1", "1", Duration::ZERO)
-        .expire("{u1}:order:o1", DAY)
-        .exec()
-        .await
-        .unwrap();
-    assert_eq!(replies.len(), 5);
-    assert_eq!(replies[0], Reply::HSet(1));
-    assert_eq!(replies[4], Reply::Expire(true));
+    let replies = common::seed_batch(c, "{u1}:items", "{u1}:order:o1").await;
+    assert_eq!(replies, common::SEED_BATCH_REPLIES);
 
     // Later operations see earlier ones.
     let replies = c

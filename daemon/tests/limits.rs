@@ -5,12 +5,12 @@
 
 mod common;
 
-use common::{Spawned, TestNode};
+use common::{limit_policy as policy, Spawned, TestNode};
 use rush_client::protocol::cmd::{
-    AcquireReply, LimitAcquire, LimitStatus, OrderItem, PolicyDef, Rule, Scope, StatusReply, Window,
+    AcquireReply, LimitAcquire, LimitStatus, OrderItem, ReleaseReply, Scope, StatusReply, Window,
 };
 use rush_client::protocol::limits::{MAX_ID, MAX_KEY, MAX_ORDER_ITEMS, MAX_ORDER_QTY};
-use rush_client::protocol::{key_slot, ErrorCode, Reply};
+use rush_client::protocol::{key_slot, ErrorCode, LimitDenial};
 use rush_client::{Client, ClientError};
 use rush_daemon::storage::keys;
 use rush_daemon::Config;
@@ -49,14 +49,90 @@ async fn now(c: &Client) -> u64 {
     c.clock_advance(Duration::ZERO).await.unwrap()
 }
 
+/// Advances the node clock to `ms` (Unix ms, ahead of the node's now).
+async fn advance_to(c: &Client, ms: u64) {
+    let t = now(c).await;
+    c.clock_advance(Duration::from_millis(ms - t))
+        .await
+        .unwrap();
+}
+
+/// Advances the node clock to a second past the next minute, so that what a
+/// test does next lands in one fixed one-minute window.
+async fn early_in_a_minute(c: &Client) {
+    let t = now(c).await;
+    advance_to(c, (t / 60_000 + 1) * 60_000 + 1_000).await;
+}
+
 fn item(id: &str) -> Vec<OrderItem> {
     vec![OrderItem::new(id, 1)]
 }
 
-fn denial(r: Result<AcquireReply, ClientError>) -> rush_client::LimitDenial {
+fn denial(r: Result<AcquireReply, ClientError>) -> LimitDenial {
     let e = r.expect_err("the order should be limited");
     assert_eq!(e.code(), Some(ErrorCode::Limited), "{e}");
     e.limit_denial().expect("LIMITED carries the rule")
+}
+
+/// A denial as (rule, item, current, limit, requested).
+fn parts(d: &LimitDenial) -> (&str, &str, u64, u64, u64) {
+    (&d.rule, &d.item, d.current, d.limit, d.requested)
+}
+
+/// One user's orders under one policy, each call expecting the answer it is
+/// named for.
+struct Buyer<'a> {
+    c: &'a Client,
+    policy: &'a str,
+    user: &'a str,
+}
+
+impl<'a> Buyer<'a> {
+    fn new(c: &'a Client, policy: &'a str, user: &'a str) -> Self {
+        Buyer { c, policy, user }
+    }
+
+    async fn acquire(
+        &self,
+        order: &str,
+        items: impl IntoIterator<Item = OrderItem>,
+    ) -> Result<AcquireReply, ClientError> {
+        self.c
+            .limit_acquire(self.policy, self.user.to_owned(), order, items)
+            .await
+    }
+
+    /// An order that must be answered OK (allowed, or a replay).
+    async fn buy(&self, order: &str, items: impl IntoIterator<Item = OrderItem>) -> AcquireReply {
+        self.acquire(order, items)
+            .await
+            .unwrap_or_else(|e| panic!("{} order {order} of {}: {e}", self.policy, self.user))
+    }
+
+    /// An order that must be LIMITED: what denied it.
+    async fn denied(&self, order: &str, items: impl IntoIterator<Item = OrderItem>) -> LimitDenial {
+        denial(self.acquire(order, items).await)
+    }
+
+    /// A release of an order the node knows.
+    async fn release(&self, order: &str) -> ReleaseReply {
+        self.c
+            .limit_release(self.policy, self.user.to_owned(), order)
+            .await
+            .unwrap()
+    }
+
+    async fn status(&self) -> StatusReply {
+        self.c
+            .limit_status(self.policy, self.user.to_owned())
+            .await
+            .unwrap()
+    }
+
+    /// What the policy's total rule has counted.
+    async fn total(&self) -> u64 {
+        self.status().await.count("total", "")
+    }
 }
 
 fn code<T: std::fmt::Debug>(r: Result<T, ClientError>) -> ErrorCode {
@@ -69,7 +145,7 @@ fn code<T: std::fmt::Debug>(r: Result<T, ClientError>) -> ErrorCode {
 async fn seed_rules_and_the_next_local_day() {
     let node = TestNode::start_with(with_limits(SEED)).await;
     let c = &node.client;
-    let u = "860000000000001";
+    let buyer = Buyer::new(c, "flash-sale", "860000000000001");
     // Keep clear of a midnight during the test itself.
     let t = now(c).await;
     if next_shanghai_midnight(t) - t < 10 * 60_000 {
@@ -77,10 +153,7 @@ async fn seed_rules_and_the_next_local_day() {
     }
     let midnight = next_shanghai_midnight(now(c).await);
 
-    let r = c
-        .limit_acquire("flash-sale", u, "o1", item("sku-1"))
-        .await
-        .unwrap();
+    let r = buyer.buy("o1", item("sku-1")).await;
     assert!(!r.replayed);
     assert_eq!(r.allowances.len(), 2);
     let (it, total) = (&r.allowances[0], &r.allowances[1]);
@@ -92,66 +165,38 @@ async fn seed_rules_and_the_next_local_day() {
     assert_eq!(total.resets_at_ms, midnight);
 
     // A second purchase of the same item the same day is denied.
-    let d = denial(c.limit_acquire("flash-sale", u, "o2", item("sku-1")).await);
-    assert_eq!(
-        (
-            d.rule.as_str(),
-            d.item.as_str(),
-            d.current,
-            d.limit,
-            d.requested
-        ),
-        ("item", "sku-1", 1, 1, 1)
-    );
+    let d = buyer.denied("o2", item("sku-1")).await;
+    assert_eq!(parts(&d), ("item", "sku-1", 1, 1, 1));
 
     // A mixed order where one item fails records nothing.
-    let before = c.limit_status("flash-sale", u).await.unwrap();
-    let d = denial(
-        c.limit_acquire(
-            "flash-sale",
-            u,
+    let before = buyer.status().await;
+    let d = buyer
+        .denied(
             "o3",
-            vec![OrderItem::new("sku-2", 1), OrderItem::new("sku-1", 1)],
+            [OrderItem::new("sku-2", 1), OrderItem::new("sku-1", 1)],
         )
-        .await,
-    );
+        .await;
     assert_eq!((d.rule.as_str(), d.item.as_str()), ("item", "sku-1"));
-    let after = c.limit_status("flash-sale", u).await.unwrap();
+    let after = buyer.status().await;
     assert_eq!(before, after, "a denied order changes nothing");
     assert_eq!(after.count("item", "sku-2"), 0);
     assert_eq!(after.count("total", ""), 1);
 
     // Up to five in total; the denied order ids are free to use again.
-    c.limit_acquire(
-        "flash-sale",
-        u,
-        "o2",
-        vec![OrderItem::new("sku-2", 1), OrderItem::new("sku-3", 1)],
-    )
-    .await
-    .unwrap();
-    c.limit_acquire("flash-sale", u, "o3", item("sku-4"))
-        .await
-        .unwrap();
-    let r = c
-        .limit_acquire("flash-sale", u, "o4", item("sku-5"))
-        .await
-        .unwrap();
+    buyer
+        .buy(
+            "o2",
+            [OrderItem::new("sku-2", 1), OrderItem::new("sku-3", 1)],
+        )
+        .await;
+    buyer.buy("o3", item("sku-4")).await;
+    let r = buyer.buy("o4", item("sku-5")).await;
     assert_eq!(r.allowances[1].count, 5);
     assert_eq!(r.allowances[1].remaining(), 0);
     // The sixth purchase is denied by the total rule.
-    let d = denial(c.limit_acquire("flash-sale", u, "o5", item("sku-6")).await);
-    assert_eq!(
-        (
-            d.rule.as_str(),
-            d.item.as_str(),
-            d.current,
-            d.limit,
-            d.requested
-        ),
-        ("total", "", 5, 5, 1)
-    );
-    let s = c.limit_status("flash-sale", u).await.unwrap();
+    let d = buyer.denied("o5", item("sku-6")).await;
+    assert_eq!(parts(&d), ("total", "", 5, 5, 1));
+    let s = buyer.status().await;
     assert_eq!(s.count("total", ""), 5);
     assert_eq!(
         s.allowances.iter().filter(|a| a.rule == "item").count(),
@@ -162,22 +207,14 @@ async fn seed_rules_and_the_next_local_day() {
 
     // A minute before local midnight it is still the same day (a UTC day
     // would have reset at 08:00 Shanghai time)...
-    let t = now(c).await;
-    c.clock_advance(Duration::from_millis(midnight - 60_000 - t))
-        .await
-        .unwrap();
-    denial(c.limit_acquire("flash-sale", u, "o5", item("sku-6")).await);
-    denial(c.limit_acquire("flash-sale", u, "o6", item("sku-1")).await);
+    advance_to(c, midnight - 60_000).await;
+    buyer.denied("o5", item("sku-6")).await;
+    buyer.denied("o6", item("sku-1")).await;
     // ...and past it the next local day allows again (a UTC day would not
     // have ended at 16:00 UTC).
     c.clock_advance(Duration::from_secs(120)).await.unwrap();
-    c.limit_acquire("flash-sale", u, "o5", item("sku-6"))
-        .await
-        .unwrap();
-    let r = c
-        .limit_acquire("flash-sale", u, "o6", item("sku-1"))
-        .await
-        .unwrap();
+    buyer.buy("o5", item("sku-6")).await;
+    let r = buyer.buy("o6", item("sku-1")).await;
     assert_eq!(r.allowances[0].count, 1);
     assert_eq!(r.allowances[1].count, 2);
     assert_eq!(r.allowances[1].resets_at_ms, midnight + DAY);
@@ -187,19 +224,15 @@ async fn seed_rules_and_the_next_local_day() {
 #[tokio::test]
 async fn orders_with_quantities_count_their_quantities() {
     let node = TestNode::start_with(with_limits(SEED)).await;
-    let c = &node.client;
-    let u = "qty-user";
+    let buyer = Buyer::new(&node.client, "flash-sale", "qty-user");
     // Two of one item is over "each item once".
-    let d = denial(
-        c.limit_acquire("flash-sale", u, "o1", vec![OrderItem::new("a", 2)])
-            .await,
-    );
+    let d = buyer.denied("o1", [OrderItem::new("a", 2)]).await;
     assert_eq!((d.rule.as_str(), d.current, d.requested), ("item", 0, 2));
     // Five items of one each fit; the total is checked with the order's sum.
     let five: Vec<OrderItem> = (1..=5)
         .map(|i| OrderItem::new(format!("s{i}"), 1))
         .collect();
-    let r = c.limit_acquire("flash-sale", u, "o2", five).await.unwrap();
+    let r = buyer.buy("o2", five).await;
     assert_eq!(r.allowances.len(), 6, "five items and the total");
     assert_eq!(r.allowances[5].count, 5);
     node.stop().await;
@@ -229,20 +262,17 @@ async fn two_hundred_concurrent_acquires_exactly_five_succeed() {
     for t in tasks {
         match t.await.unwrap() {
             Ok(_) => ok += 1,
-            Err(e) => {
-                assert_eq!(e.code(), Some(ErrorCode::Limited), "{e}");
-                let d = e.limit_denial().unwrap();
+            r @ Err(_) => {
+                let d = denial(r);
                 assert_eq!((d.rule.as_str(), d.current), ("total", 5));
                 limited += 1;
             }
         }
     }
     assert_eq!((ok, limited), (5, 195));
-    let s = node
-        .client
-        .limit_status("flash-sale", "hot-user")
-        .await
-        .unwrap();
+    let s = Buyer::new(&node.client, "flash-sale", "hot-user")
+        .status()
+        .await;
     assert_eq!(s.count("total", ""), 5);
     assert_eq!(s.allowances.iter().filter(|a| a.rule == "item").count(), 5);
     node.stop().await;
@@ -252,55 +282,32 @@ async fn two_hundred_concurrent_acquires_exactly_five_succeed() {
 async fn replaying_an_order_counts_it_once() {
     let node = TestNode::start_with(with_limits(SEED)).await;
     let c = &node.client;
-    let u = "replayer";
+    let buyer = Buyer::new(c, "flash-sale", "replayer");
     let order = vec![OrderItem::new("a", 1), OrderItem::new("b", 1)];
-    let first = c
-        .limit_acquire("flash-sale", u, "o1", order.clone())
-        .await
-        .unwrap();
+    let first = buyer.buy("o1", order.clone()).await;
     assert!(!first.replayed);
     // A redelivered message, items in another order: the first answer again.
     for _ in 0..3 {
-        let again = c
-            .limit_acquire(
-                "flash-sale",
-                u,
-                "o1",
-                vec![OrderItem::new("b", 1), OrderItem::new("a", 1)],
-            )
-            .await
-            .unwrap();
+        let again = buyer
+            .buy("o1", [OrderItem::new("b", 1), OrderItem::new("a", 1)])
+            .await;
         assert!(again.replayed);
         assert_eq!(again.allowances, first.allowances);
     }
-    let s = c.limit_status("flash-sale", u).await.unwrap();
+    let s = buyer.status().await;
     assert_eq!(s.count("total", ""), 2, "counted once");
     assert_eq!(s.count("item", "a"), 1);
     // The same order id with other items is a conflict, and counts nothing.
-    let e = c
-        .limit_acquire("flash-sale", u, "o1", item("c"))
-        .await
-        .unwrap_err();
+    let e = buyer.acquire("o1", item("c")).await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::Conflict), "{e}");
-    assert_eq!(c.limit_status("flash-sale", u).await.unwrap(), s);
+    assert_eq!(buyer.status().await, s);
     // A replay even after the items' day has ended still counts nothing
     // (orders are remembered for at least the longest window).
     c.clock_advance(Duration::from_millis(DAY + HOUR / 2))
         .await
         .unwrap();
-    assert!(
-        c.limit_acquire("flash-sale", u, "o1", order.clone())
-            .await
-            .unwrap()
-            .replayed
-    );
-    assert_eq!(
-        c.limit_status("flash-sale", u)
-            .await
-            .unwrap()
-            .count("total", ""),
-        0
-    );
+    assert!(buyer.buy("o1", order).await.replayed);
+    assert_eq!(buyer.total().await, 0);
     node.stop().await;
 }
 
@@ -309,53 +316,31 @@ async fn release_gives_back_exactly_once() {
     let node = TestNode::start_with(with_limits(SEED)).await;
     let c = &node.client;
     let u = "refunder";
+    let buyer = Buyer::new(c, "flash-sale", u);
     let order = vec![OrderItem::new("a", 1), OrderItem::new("b", 1)];
-    c.limit_acquire("flash-sale", u, "o1", order.clone())
-        .await
-        .unwrap();
-    c.limit_acquire("flash-sale", u, "o2", item("c"))
-        .await
-        .unwrap();
-    assert_eq!(
-        c.limit_status("flash-sale", u)
-            .await
-            .unwrap()
-            .count("total", ""),
-        3
-    );
+    buyer.buy("o1", order.clone()).await;
+    buyer.buy("o2", item("c")).await;
+    assert_eq!(buyer.total().await, 3);
 
-    let r = c.limit_release("flash-sale", u, "o1").await.unwrap();
+    let r = buyer.release("o1").await;
     assert!(!r.replayed);
     assert_eq!(r.items, order);
-    let s = c.limit_status("flash-sale", u).await.unwrap();
+    let s = buyer.status().await;
     assert_eq!(s.count("total", ""), 1);
     assert_eq!(s.count("item", "a"), 0);
     assert_eq!(s.count("item", "c"), 1);
 
     // Item "a" can be bought again; releasing o1 again gives nothing back.
-    c.limit_acquire("flash-sale", u, "o3", item("a"))
-        .await
-        .unwrap();
-    let again = c.limit_release("flash-sale", u, "o1").await.unwrap();
+    buyer.buy("o3", item("a")).await;
+    let again = buyer.release("o1").await;
     assert!(again.replayed);
     assert_eq!(again.items, order);
-    let s = c.limit_status("flash-sale", u).await.unwrap();
+    let s = buyer.status().await;
     assert_eq!(s.count("total", ""), 2);
     assert_eq!(s.count("item", "a"), 1, "o3's count is untouched");
     // A replayed acquire of a released order counts nothing either.
-    assert!(
-        c.limit_acquire("flash-sale", u, "o1", order.clone())
-            .await
-            .unwrap()
-            .replayed
-    );
-    assert_eq!(
-        c.limit_status("flash-sale", u)
-            .await
-            .unwrap()
-            .count("total", ""),
-        2
-    );
+    assert!(buyer.buy("o1", order.clone()).await.replayed);
+    assert_eq!(buyer.total().await, 2);
 
     // Unknown orders are NOT_FOUND.
     assert_eq!(
@@ -369,31 +354,13 @@ async fn release_gives_back_exactly_once() {
 
     // Releasing an order of a day that has ended leaves today's counts alone.
     c.clock_advance(Duration::from_millis(DAY)).await.unwrap();
-    c.limit_acquire("flash-sale", u, "o4", item("c"))
-        .await
-        .unwrap();
-    let r = c.limit_release("flash-sale", u, "o2").await.unwrap();
+    buyer.buy("o4", item("c")).await;
+    let r = buyer.release("o2").await;
     assert!(!r.replayed);
-    let s = c.limit_status("flash-sale", u).await.unwrap();
+    let s = buyer.status().await;
     assert_eq!(s.count("item", "c"), 1);
     assert_eq!(s.count("total", ""), 1);
     node.stop().await;
-}
-
-fn policy(name: &str, rules: &[(&str, Scope, u64, &str)]) -> PolicyDef {
-    PolicyDef {
-        name: name.into(),
-        relaxed: false,
-        rules: rules
-            .iter()
-            .map(|(n, scope, max, w)| Rule {
-                name: n.to_string(),
-                scope: *scope,
-                max: *max,
-                window: w.parse().unwrap(),
-            })
-            .collect(),
-    }
 }
 
 #[tokio::test]
@@ -406,34 +373,22 @@ async fn fixed_windows_reset_on_their_boundary() {
     ))
     .await
     .unwrap();
+    let buyer = Buyer::new(c, "per-minute", "u");
     // Start early in a minute so the test's own requests stay in it.
-    let t = now(c).await;
-    c.clock_advance(Duration::from_millis(60_000 - t % 60_000 + 1_000))
-        .await
-        .unwrap();
+    early_in_a_minute(c).await;
     let boundary = (now(c).await / 60_000 + 1) * 60_000;
-    c.limit_acquire("per-minute", "u", "o1", item("x"))
-        .await
-        .unwrap();
-    let r = c
-        .limit_acquire("per-minute", "u", "o2", item("x"))
-        .await
-        .unwrap();
+    buyer.buy("o1", item("x")).await;
+    let r = buyer.buy("o2", item("x")).await;
     assert_eq!(r.allowances[0].resets_at_ms, boundary);
-    denial(c.limit_acquire("per-minute", "u", "o3", item("x")).await);
+    buyer.denied("o3", item("x")).await;
     // (The node clock runs on in real time, so "just before" leaves the
     // test 20 s to get its request in.)
-    let t = now(c).await;
-    c.clock_advance(Duration::from_millis(boundary - 20_000 - t))
-        .await
-        .unwrap();
-    denial(c.limit_acquire("per-minute", "u", "o3", item("x")).await);
+    advance_to(c, boundary - 20_000).await;
+    buyer.denied("o3", item("x")).await;
     c.clock_advance(Duration::from_millis(21_000))
         .await
         .unwrap();
-    c.limit_acquire("per-minute", "u", "o3", item("x"))
-        .await
-        .unwrap();
+    buyer.buy("o3", item("x")).await;
     node.stop().await;
 }
 
@@ -449,11 +404,9 @@ async fn sliding_windows_forget_each_acquisition_after_the_window() {
     ))
     .await
     .unwrap();
+    let buyer = Buyer::new(c, "sliding", "u");
     let t0 = now(c).await;
-    let first = c
-        .limit_acquire("sliding", "u", "o1", item("x"))
-        .await
-        .unwrap();
+    let first = buyer.buy("o1", item("x")).await;
     let resets = first.allowances[0].resets_at_ms;
     // (t0 was read before the acquire: allow the time it took.)
     assert!(
@@ -464,38 +417,27 @@ async fn sliding_windows_forget_each_acquisition_after_the_window() {
 
     // 30 s later a second one; a third is over the limit.
     c.clock_advance(Duration::from_secs(30)).await.unwrap();
-    let second = c
-        .limit_acquire("sliding", "u", "o2", item("x"))
-        .await
-        .unwrap();
+    let second = buyer.buy("o2", item("x")).await;
     assert_eq!(second.allowances[0].count, 2);
     assert_eq!(
         second.allowances[0].resets_at_ms, resets,
         "the oldest drops first"
     );
-    denial(c.limit_acquire("sliding", "u", "o3", item("x")).await);
+    buyer.denied("o3", item("x")).await;
 
     // Just before the first one's bucket stops counting (5 s before, as the
     // node clock runs on in real time): still 2.
-    let t = now(c).await;
-    c.clock_advance(Duration::from_millis(resets - 5_000 - t))
-        .await
-        .unwrap();
-    let s = c.limit_status("sliding", "u").await.unwrap();
-    assert_eq!(s.count("recent", ""), 2);
-    denial(c.limit_acquire("sliding", "u", "o3", item("x")).await);
+    advance_to(c, resets - 5_000).await;
+    assert_eq!(buyer.status().await.count("recent", ""), 2);
+    buyer.denied("o3", item("x")).await;
     // From then on only the second counts.
     c.clock_advance(Duration::from_millis(6_000)).await.unwrap();
-    let s = c.limit_status("sliding", "u").await.unwrap();
-    assert_eq!(s.count("recent", ""), 1);
-    let third = c
-        .limit_acquire("sliding", "u", "o3", item("x"))
-        .await
-        .unwrap();
+    assert_eq!(buyer.status().await.count("recent", ""), 1);
+    let third = buyer.buy("o3", item("x")).await;
     assert_eq!(third.allowances[0].count, 2);
     // 80 s on, both of those are gone too.
     c.clock_advance(Duration::from_secs(80)).await.unwrap();
-    let s = c.limit_status("sliding", "u").await.unwrap();
+    let s = buyer.status().await;
     assert_eq!(s.count("recent", ""), 0);
     assert_eq!(s.get("recent", "").unwrap().resets_at_ms, 0);
     node.stop().await;
@@ -537,20 +479,16 @@ async fn policies_set_at_run_time_reach_every_shard() {
         .find(|u| key_slot(u.as_bytes()) >= 8192)
         .unwrap();
     for u in [low, high] {
-        c.limit_acquire("coupon", u.clone(), "o1", item("c1"))
-            .await
-            .unwrap();
-        denial(c.limit_acquire("coupon", u.clone(), "o2", item("c1")).await);
+        let buyer = Buyer::new(c, "coupon", u);
+        buyer.buy("o1", item("c1")).await;
+        buyer.denied("o2", item("c1")).await;
     }
 
     // Replacing keeps counts of rules that keep their name and window.
     def.rules[0].max = 2;
     let r = c.limit_policy_set(def.clone()).await.unwrap();
     assert!(!r.created);
-    let r = c
-        .limit_acquire("coupon", low.clone(), "o2", item("c1"))
-        .await
-        .unwrap();
+    let r = Buyer::new(c, "coupon", low).buy("o2", item("c1")).await;
     assert_eq!(r.allowances[0].count, 2);
 
     // Bad definitions change nothing.
@@ -570,43 +508,37 @@ async fn policies_set_at_run_time_reach_every_shard() {
 #[tokio::test]
 async fn graceful_restart_keeps_counts_orders_and_policies() {
     let mut node = TestNode::start_with(with_limits(SEED)).await;
-    node.client
-        .limit_policy_set(policy("runtime", &[("total", Scope::Total, 2, "day")]))
-        .await
-        .unwrap();
+    add_runtime_policy(&node.client).await;
+    let buyer = Buyer::new(&node.client, "flash-sale", "u");
     for (i, sku) in ["a", "b", "c"].iter().enumerate() {
-        node.client
-            .limit_acquire("flash-sale", "u", format!("o{i}"), item(sku))
-            .await
-            .unwrap();
+        buyer.buy(&format!("o{i}"), item(sku)).await;
     }
-    node.client
-        .limit_acquire("runtime", "u", "r1", item("a"))
-        .await
-        .unwrap();
     node.restart().await;
     let c = &node.client;
-    let s = c.limit_status("flash-sale", "u").await.unwrap();
-    assert_eq!(s.count("total", ""), 3);
-    assert!(
-        c.limit_acquire("flash-sale", "u", "o0", item("a"))
-            .await
-            .unwrap()
-            .replayed
-    );
-    assert_eq!(c.limit_policy_get("runtime").await.unwrap().rules[0].max, 2);
-    assert_eq!(
-        c.limit_status("runtime", "u")
-            .await
-            .unwrap()
-            .count("total", ""),
-        1
-    );
-    c.limit_acquire("runtime", "u", "r2", item("b"))
+    let buyer = Buyer::new(c, "flash-sale", "u");
+    assert_eq!(buyer.total().await, 3);
+    assert!(buyer.buy("o0", item("a")).await.replayed);
+    runtime_policy_kept(c).await;
+    node.stop().await;
+}
+
+/// A policy set at run time (not in the config), and user "u"'s first order
+/// under it: what a restart must keep.
+async fn add_runtime_policy(c: &Client) {
+    c.limit_policy_set(policy("runtime", &[("total", Scope::Total, 2, "day")]))
         .await
         .unwrap();
-    denial(c.limit_acquire("runtime", "u", "r3", item("c")).await);
-    node.stop().await;
+    Buyer::new(c, "runtime", "u").buy("r1", item("a")).await;
+}
+
+/// [`add_runtime_policy`]'s policy is still there, with its count: one more
+/// order fits under its total of two, and the next is denied.
+async fn runtime_policy_kept(c: &Client) {
+    assert_eq!(c.limit_policy_get("runtime").await.unwrap().rules[0].max, 2);
+    let buyer = Buyer::new(c, "runtime", "u");
+    assert_eq!(buyer.total().await, 1);
+    buyer.buy("r2", item("b")).await;
+    buyer.denied("r3", item("c")).await;
 }
 
 #[test]
@@ -621,51 +553,26 @@ fn counts_and_policies_survive_sigkill() {
     let mut d = Spawned::start(&data, &args);
     rt.block_on(async {
         let c = common::connect(d.addr).await;
-        c.limit_policy_set(policy("runtime", &[("total", Scope::Total, 2, "day")]))
-            .await
-            .unwrap();
+        add_runtime_policy(&c).await;
+        let buyer = Buyer::new(&c, "flash-sale", "u");
         for i in 0..3 {
-            c.limit_acquire("flash-sale", "u", format!("o{i}"), item(&format!("s{i}")))
-                .await
-                .unwrap();
+            buyer.buy(&format!("o{i}"), item(&format!("s{i}"))).await;
         }
-        c.limit_acquire("runtime", "u", "r1", item("a"))
-            .await
-            .unwrap();
-        c.limit_release("flash-sale", "u", "o2").await.unwrap();
+        buyer.release("o2").await;
     });
     // Every acknowledged acquisition was fsynced: a SIGKILL loses none.
     d.kill9();
     let d = Spawned::start(&data, &args);
     rt.block_on(async {
         let c = common::connect(d.addr).await;
-        let s = c.limit_status("flash-sale", "u").await.unwrap();
+        let buyer = Buyer::new(&c, "flash-sale", "u");
+        let s = buyer.status().await;
         assert_eq!(s.count("total", ""), 2);
         assert_eq!(s.count("item", "s0"), 1);
         assert_eq!(s.count("item", "s2"), 0, "the release survived too");
-        assert!(
-            c.limit_acquire("flash-sale", "u", "o0", item("s0"))
-                .await
-                .unwrap()
-                .replayed
-        );
-        assert!(
-            c.limit_release("flash-sale", "u", "o2")
-                .await
-                .unwrap()
-                .replayed
-        );
-        assert_eq!(
-            c.limit_status("runtime", "u")
-                .await
-                .unwrap()
-                .count("total", ""),
-            1
-        );
-        c.limit_acquire("runtime", "u", "r2", item("b"))
-            .await
-            .unwrap();
-        denial(c.limit_acquire("runtime", "u", "r3", item("c")).await);
+        assert!(buyer.buy("o0", item("s0")).await.replayed);
+        assert!(buyer.release("o2").await.replayed);
+        runtime_policy_kept(&c).await;
     });
 }
 
@@ -674,63 +581,49 @@ async fn invalid_input_is_bad_request_and_changes_nothing() {
     let node = TestNode::start_with(with_limits(SEED)).await;
     let c = &node.client;
     let u = "careful";
-    c.limit_acquire("flash-sale", u, "o0", item("a"))
-        .await
-        .unwrap();
-    let before = c.limit_status("flash-sale", u).await.unwrap();
-    let acquire = |policy: &str, user: &[u8], order: &str, items: Vec<OrderItem>| LimitAcquire {
-        policy: policy.into(),
-        user: bytes::Bytes::copy_from_slice(user),
-        order_id: order.into(),
+    let buyer = Buyer::new(c, "flash-sale", u);
+    buyer.buy("o0", item("a")).await;
+    let before = buyer.status().await;
+    // Each case is a valid order with one thing wrong.
+    let valid = LimitAcquire {
+        policy: "flash-sale".into(),
+        user: bytes::Bytes::from_static(u.as_bytes()),
+        order_id: "o1".into(),
+        items: item("b"),
+    };
+    let with_items = |items: Vec<OrderItem>| LimitAcquire {
         items,
+        ..valid.clone()
     };
     let long = "x".repeat(MAX_ID + 1);
     let cases = vec![
         (
             "unknown policy",
-            acquire("nope", u.as_bytes(), "o1", item("b")),
+            LimitAcquire {
+                policy: "nope".into(),
+                ..valid.clone()
+            },
         ),
         (
             "policy name",
-            acquire("no such/policy", u.as_bytes(), "o1", item("b")),
+            LimitAcquire {
+                policy: "no such/policy".into(),
+                ..valid.clone()
+            },
         ),
-        (
-            "qty 0",
-            acquire(
-                "flash-sale",
-                u.as_bytes(),
-                "o1",
-                vec![OrderItem::new("b", 0)],
-            ),
-        ),
+        ("qty 0", with_items(vec![OrderItem::new("b", 0)])),
         (
             "qty over the maximum",
-            acquire(
-                "flash-sale",
-                u.as_bytes(),
-                "o1",
-                vec![OrderItem::new("b", MAX_ORDER_QTY + 1)],
-            ),
+            with_items(vec![OrderItem::new("b", MAX_ORDER_QTY + 1)]),
         ),
         (
             "qty u64::MAX",
-            acquire(
-                "flash-sale",
-                u.as_bytes(),
-                "o1",
-                vec![OrderItem::new("b", u64::MAX)],
-            ),
+            with_items(vec![OrderItem::new("b", u64::MAX)]),
         ),
-        (
-            "no items",
-            acquire("flash-sale", u.as_bytes(), "o1", vec![]),
-        ),
+        ("no items", with_items(vec![])),
         (
             "too many items",
-            acquire(
-                "flash-sale",
-                u.as_bytes(),
-                "o1",
+            with_items(
                 (0..=MAX_ORDER_ITEMS)
                     .map(|i| OrderItem::new(format!("i{i}"), 1))
                     .collect(),
@@ -738,34 +631,38 @@ async fn invalid_input_is_bad_request_and_changes_nothing() {
         ),
         (
             "an item twice",
-            acquire(
-                "flash-sale",
-                u.as_bytes(),
-                "o1",
-                vec![OrderItem::new("b", 1), OrderItem::new("b", 1)],
-            ),
+            with_items(vec![OrderItem::new("b", 1), OrderItem::new("b", 1)]),
         ),
         (
             "long order id",
-            acquire("flash-sale", u.as_bytes(), &long, item("b")),
+            LimitAcquire {
+                order_id: long.clone(),
+                ..valid.clone()
+            },
         ),
         (
             "empty order id",
-            acquire("flash-sale", u.as_bytes(), "", item("b")),
+            LimitAcquire {
+                order_id: String::new(),
+                ..valid.clone()
+            },
         ),
-        (
-            "long item id",
-            acquire("flash-sale", u.as_bytes(), "o1", item(&long)),
-        ),
-        (
-            "empty item id",
-            acquire("flash-sale", u.as_bytes(), "o1", item("")),
-        ),
+        ("long item id", with_items(item(&long))),
+        ("empty item id", with_items(item(""))),
         (
             "long user",
-            acquire("flash-sale", &vec![b'u'; MAX_KEY + 1], "o1", item("b")),
+            LimitAcquire {
+                user: vec![b'u'; MAX_KEY + 1].into(),
+                ..valid.clone()
+            },
         ),
-        ("empty user", acquire("flash-sale", b"", "o1", item("b"))),
+        (
+            "empty user",
+            LimitAcquire {
+                user: bytes::Bytes::new(),
+                ..valid.clone()
+            },
+        ),
     ];
     for (what, req) in cases {
         let e = c.call(req).await.unwrap_err();
@@ -784,12 +681,9 @@ async fn invalid_input_is_bad_request_and_changes_nothing() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::BadRequest));
-    assert_eq!(c.limit_status("flash-sale", u).await.unwrap(), before);
+    assert_eq!(buyer.status().await, before);
     // "o1" was never recorded: it can be used now, and counts normally.
-    let r = c
-        .limit_acquire("flash-sale", u, "o1", item("b"))
-        .await
-        .unwrap();
+    let r = buyer.buy("o1", item("b")).await;
     assert!(!r.replayed);
     assert_eq!(r.allowances[1].count, 2);
     node.stop().await;
@@ -799,51 +693,29 @@ async fn invalid_input_is_bad_request_and_changes_nothing() {
 async fn the_seed_as_one_batch_and_as_one_acquire() {
     let node = TestNode::start_with(with_limits(SEED)).await;
     let c = &node.client;
-    let day = Duration::from_millis(DAY);
-    // The seed's five commands (hset, hset, expire, set, expire) as one
-    // atomic BATCH: the keys share the {user} hashtag, so one slot.
-    let replies = c
-        .batch()
-        .hset("mall:sale:freq:ctrl:{860000000000001}", "sku-1", "1")
-        .hset("mall:sale:freq:ctrl:{860000000000001}", "sku-2", "1")
-        .expire("mall:sale:freq:ctrl:{860000000000001}", day)
-        .set("mall:sale:order:{860000000000001}:o1", "1", Duration::ZERO)
-        .expire("mall:sale:order:{860000000000001}:o1", day)
-        .exec()
-        .await
-        .unwrap();
-    assert_eq!(
-        replies,
-        vec![
-            Reply::HSet(1),
-            Reply::HSet(1),
-            Reply::Expire(true),
-            Reply::Set(true),
-            Reply::Expire(true)
-        ]
-    );
+    // The seed's five commands as one atomic BATCH: the keys share the
+    // {user} hashtag, so one slot.
+    let replies = common::seed_batch(
+        c,
+        "mall:sale:freq:ctrl:{860000000000001}",
+        "mall:sale:order:{860000000000001}:o1",
+    )
+    .await;
+    assert_eq!(replies, common::SEED_BATCH_REPLIES);
     // The same rule as one LIMIT_ACQUIRE, routed by the same hashtag rule:
     // checked, counted, idempotent and resetting at local midnight.
     let user = "{860000000000001}";
+    let buyer = Buyer::new(c, "flash-sale", user);
     let order = vec![OrderItem::new("sku-1", 1), OrderItem::new("sku-2", 1)];
-    let r = c
-        .limit_acquire("flash-sale", user, "o1", order.clone())
-        .await
-        .unwrap();
+    let r = buyer.buy("o1", order.clone()).await;
     assert_eq!(r.allowances.len(), 3);
     assert_eq!(
         key_slot(user.as_bytes()),
         key_slot(b"mall:sale:freq:ctrl:{860000000000001}")
     );
     // Run twice, the BATCH would have written twice; the acquire counts once.
-    assert!(
-        c.limit_acquire("flash-sale", user, "o1", order)
-            .await
-            .unwrap()
-            .replayed
-    );
-    let s: StatusReply = c.limit_status("flash-sale", user).await.unwrap();
-    assert_eq!(s.count("total", ""), 2);
+    assert!(buyer.buy("o1", order).await.replayed);
+    assert_eq!(buyer.total().await, 2);
     node.stop().await;
 }
 
@@ -862,22 +734,21 @@ total_max = 100
 "#,
     ))
     .await;
-    let c = &node.client;
+    let (loose, strict) = (
+        Buyer::new(&node.client, "loose", "u"),
+        Buyer::new(&node.client, "strict", "u"),
+    );
     let syncs = || node.running().storage().stats.syncs.get();
     let before = syncs();
-    c.limit_acquire("loose", "u", "o1", item("a"))
-        .await
-        .unwrap();
-    c.limit_release("loose", "u", "o1").await.unwrap();
+    loose.buy("o1", item("a")).await;
+    loose.release("o1").await;
     assert_eq!(syncs(), before, "relaxed: written without an fsync");
-    c.limit_acquire("strict", "u", "o1", item("a"))
-        .await
-        .unwrap();
+    strict.buy("o1", item("a")).await;
     assert_eq!(syncs(), before + 1, "sync: fsynced before the answer");
-    c.limit_release("strict", "u", "o1").await.unwrap();
+    strict.release("o1").await;
     assert_eq!(syncs(), before + 2);
     // Status reads write nothing.
-    c.limit_status("strict", "u").await.unwrap();
+    strict.status().await;
     assert_eq!(syncs(), before + 2);
     node.stop().await;
 }
@@ -898,15 +769,11 @@ total_max = 10
     .await;
     let c = &node.client;
     let u = "compact-me";
+    let buyer = Buyer::new(c, "minute", u);
     // Early in a minute, so the three land in one window.
-    let t = now(c).await;
-    c.clock_advance(Duration::from_millis(60_000 - t % 60_000 + 1_000))
-        .await
-        .unwrap();
+    early_in_a_minute(c).await;
     for i in 0..3 {
-        c.limit_acquire("minute", u, format!("o{i}"), item(&format!("s{i}")))
-            .await
-            .unwrap();
+        buyer.buy(&format!("o{i}"), item(&format!("s{i}"))).await;
     }
     let slot = key_slot(u.as_bytes());
     let storage = node.running().storage().clone();
@@ -933,12 +800,7 @@ total_max = 10
         3,
         "orders are kept for the retention"
     );
-    assert!(
-        c.limit_acquire("minute", u, "o0", item("s0"))
-            .await
-            .unwrap()
-            .replayed
-    );
+    assert!(buyer.buy("o0", item("s0")).await.replayed);
     c.clock_advance(Duration::from_secs(7200)).await.unwrap();
     c.compact().await.unwrap();
     assert_eq!(raw(keys::ks::LIMIT_ORDER), 0);
@@ -949,18 +811,14 @@ total_max = 10
 async fn metrics_count_outcomes_and_denials_by_rule() {
     let node = TestNode::start_with(with_limits(SEED)).await;
     let c = &node.client;
-    c.limit_acquire("flash-sale", "m", "o1", item("a"))
-        .await
-        .unwrap();
-    c.limit_acquire("flash-sale", "m", "o1", item("a"))
-        .await
-        .unwrap();
-    denial(c.limit_acquire("flash-sale", "m", "o2", item("a")).await);
-    denial(c.limit_acquire("flash-sale", "m", "o3", item("a")).await);
-    c.limit_release("flash-sale", "m", "o1").await.unwrap();
+    let buyer = Buyer::new(c, "flash-sale", "m");
+    buyer.buy("o1", item("a")).await;
+    buyer.buy("o1", item("a")).await;
+    buyer.denied("o2", item("a")).await;
+    buyer.denied("o3", item("a")).await;
+    buyer.release("o1").await;
     let _ = c.limit_status("unknown-policy", "m").await;
-    let (status, body) = common::http_get(node.running().http_addr().unwrap(), "/metrics").await;
-    assert_eq!(status, 200);
+    let body = node.metrics().await;
     let value = |name: &str, labels: &[&str]| -> Option<u64> {
         body.lines()
             .find(|l| l.starts_with(&format!("{name}{{")) && labels.iter().all(|x| l.contains(x)))
@@ -999,14 +857,12 @@ total_max = 100000
 "#,
     ))
     .await;
-    let c = &node.client;
+    let buyer = Buyer::new(&node.client, "bulk", "big-buyer");
     for o in 0..11 {
         let items = (0..MAX_ORDER_ITEMS).map(|i| OrderItem::new(format!("o{o:02}-i{i:03}"), 1));
-        c.limit_acquire("bulk", "big-buyer", format!("order-{o}"), items)
-            .await
-            .unwrap();
+        buyer.buy(&format!("order-{o}"), items).await;
     }
-    let s = c.limit_status("bulk", "big-buyer").await.unwrap();
+    let s = buyer.status().await;
     assert!(s.truncated);
     let items: Vec<&str> = s
         .allowances

@@ -777,8 +777,7 @@ async fn prefetch_means_no_waits_in_steady_state() {
         1,
         "no request waited on a reservation"
     );
-    let (status, text) = common::http_get(node.running().http_addr().unwrap(), "/metrics").await;
-    assert_eq!(status, 200);
+    let text = node.metrics().await;
     assert!(
         text.contains("rush_links_segment_waits_total 1\n"),
         "{text}"
@@ -979,7 +978,7 @@ async fn http_redirects_deep_links_and_qr_codes() {
     assert!(c.link_delete(plain.code.clone()).await.unwrap());
     assert_eq!(http(addr, &format!("/{}", plain.code), None).await.0, 404);
 
-    let (_, text) = common::http_get(node.running().http_addr().unwrap(), "/metrics").await;
+    let text = node.metrics().await;
     for line in [
         "rush_links_redirects_total{status=\"302\"} 4",
         "rush_links_redirects_total{status=\"301\"} 1",

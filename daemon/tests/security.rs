@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{http_get, Spawned, TestNode};
+use common::{Spawned, TestNode};
 use rush_client::protocol::ErrorCode;
 use rush_client::{Client, ClientOptions, Tls};
 use std::path::PathBuf;
@@ -71,7 +71,7 @@ async fn tokens_gate_requests_and_admin_requests() {
     admin.compact().await.unwrap();
     admin.clock_advance(Duration::from_millis(1)).await.unwrap();
 
-    let (_, metrics) = http_get(node.running().http_addr().unwrap(), "/metrics").await;
+    let metrics = node.metrics().await;
     let failures = metrics
         .lines()
         .find(|l| l.starts_with("rush_auth_failures_total"))

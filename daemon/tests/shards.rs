@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{http_get, TestNode};
+use common::TestNode;
 use rush_client::protocol::cmd::{Get, Hello, Set, ShardBind, Shards};
 use rush_client::protocol::{key_slot, ErrorCode};
 use rush_client::{Client, ClientOptions, Connection};
@@ -39,7 +39,7 @@ async fn raw(node: &TestNode) -> Connection {
 }
 
 async fn forwarded(node: &TestNode) -> u64 {
-    let (_, body) = http_get(node.running().http_addr().unwrap(), "/metrics").await;
+    let body = node.metrics().await;
     body.lines()
         .find_map(|l| l.strip_prefix("rush_shard_forwarded_total "))
         .map(|v| v.trim().parse::<f64>().unwrap() as u64)

@@ -7,9 +7,9 @@
 mod common;
 
 use common::Spawned;
-use rush_client::protocol::cmd::{EnvelopeCreate, OrderItem};
+use rush_client::protocol::cmd::{AcquireReply, EnvelopeCreate, OrderItem};
 use rush_client::protocol::ErrorCode;
-use rush_client::{Client, ClientOptions};
+use rush_client::{Client, ClientError, ClientOptions};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,6 +47,12 @@ async fn client(addr: std::net::SocketAddr) -> Client {
         ..ClientOptions::default()
     };
     Client::connect_with(&addr.to_string(), opts).await.unwrap()
+}
+
+/// Order `order` of one "sku" for `user` under the workload's policy.
+async fn acquire(c: &Client, user: &str, order: &str) -> Result<AcquireReply, ClientError> {
+    c.limit_acquire(POLICY, user.to_owned(), order, [OrderItem::new("sku", 1)])
+        .await
 }
 
 /// One writer: a stream of mixed durable requests until the daemon dies.
@@ -87,14 +93,7 @@ async fn writer(c: Client, w: usize, round: usize, books: Arc<Mutex<Books>>) {
                     .unwrap()
                     .orders_tried
                     .insert((user.clone(), order.clone()));
-                let r = c
-                    .limit_acquire(
-                        POLICY,
-                        user.clone(),
-                        order.clone(),
-                        [OrderItem::new("sku", 1)],
-                    )
-                    .await;
+                let r = acquire(&c, &user, &order).await;
                 if r.is_ok() {
                     books.lock().unwrap().orders_acked.insert((user, order));
                 }
@@ -164,15 +163,7 @@ async fn verify(c: &Client, books: &Books) -> (usize, usize) {
     assert!(audit.ok(), "envelope books are off: {:?}", audit.problems);
     // Acknowledged orders were counted: replaying them counts nothing.
     for (user, order) in &books.orders_acked {
-        let r = c
-            .limit_acquire(
-                POLICY,
-                user.clone(),
-                order.clone(),
-                [OrderItem::new("sku", 1)],
-            )
-            .await
-            .unwrap();
+        let r = acquire(c, user, order).await.unwrap();
         assert!(r.replayed, "acknowledged order {order} was forgotten");
     }
     (
@@ -223,14 +214,7 @@ async fn sigkill_at_random_moments_loses_nothing_acknowledged() {
     // every attempted order makes each count exactly once.
     let mut per_user: HashMap<&str, u64> = HashMap::new();
     for (user, order) in &books.orders_tried {
-        c.limit_acquire(
-            POLICY,
-            user.clone(),
-            order.clone(),
-            [OrderItem::new("sku", 1)],
-        )
-        .await
-        .unwrap();
+        acquire(&c, user, order).await.unwrap();
         *per_user.entry(user).or_default() += 1;
     }
     for (user, expected) in &per_user {

@@ -278,27 +278,7 @@ fn attributes() -> impl Strategy<Value = Vec<(Bytes, Bytes)>> {
 
 fn catalog_op() -> impl Strategy<Value = Request> {
     prop_oneof![
-        (
-            name(12),
-            name(8),
-            attributes(),
-            proptest::option::of(0..u64::MAX),
-            proptest::option::of(any::<u64>())
-        )
-            .prop_map(|(owner, id, attributes, valid_from, valid_to)| CatalogPut {
-                owner,
-                record: Record {
-                    id,
-                    attributes,
-                    valid_from,
-                    // A validity ends after it starts.
-                    valid_to: match (valid_from, valid_to) {
-                        (Some(from), Some(to)) => Some(from.saturating_add(1).max(to)),
-                        (_, to) => to,
-                    }
-                }
-            }
-            .into()),
+        (name(12), record()).prop_map(|(owner, record)| CatalogPut { owner, record }.into()),
         (name(12), name(8))
             .prop_map(|(owner, record_id)| CatalogDelete { owner, record_id }.into()),
         (name(8), name(12), name(12)).prop_map(|(kind, alias, owner)| CatalogAliasSet {
@@ -496,6 +476,7 @@ fn record() -> impl Strategy<Value = Record> {
             id,
             attributes,
             valid_from,
+            // A validity ends after it starts.
             valid_to: match (valid_from, valid_to) {
                 (Some(from), Some(to)) => Some(from.saturating_add(1).max(to)),
                 (_, to) => to,
@@ -555,24 +536,14 @@ fn service_reply() -> impl Strategy<Value = Reply> {
                 proptest::option::of(url()),
                 proptest::option::of(url())
             ),
-            (
-                any::<bool>(),
-                any::<bool>(),
-                any::<u64>(),
-                any::<u64>(),
-                any::<u64>()
-            ),
-            (
-                any::<u64>(),
-                any::<u64>(),
-                proptest::collection::vec((any::<u32>(), any::<u64>()), 0..5)
-            )
+            any::<([bool; 2], [u64; 3], [u64; 2])>(),
+            proptest::collection::vec((any::<u32>(), any::<u64>()), 0..5)
         )
             .prop_map(
                 |(
                     (code, short_url, target, account, ios, android),
-                    (permanent, alias, created_at, expires_at, ttl_ms),
-                    (visits, last_visit, daily),
+                    ([permanent, alias], [created_at, expires_at, ttl_ms], [visits, last_visit]),
+                    daily,
                 )| {
                     Reply::LinkInfo(LinkInfoReply {
                         code,
@@ -645,16 +616,9 @@ fn service_reply() -> impl Strategy<Value = Reply> {
         )),
         (
             (any::<u64>(), name(12), envelope_mode(), 0u8..4),
+            any::<([u64; 3], [u32; 2])>(),
             (
-                any::<u64>(),
-                any::<u64>(),
-                any::<u64>(),
-                any::<u32>(),
-                any::<u32>()
-            ),
-            (
-                any::<u64>(),
-                any::<u64>(),
+                any::<[u64; 2]>(),
                 proptest::collection::vec(
                     (name(12), any::<u64>(), any::<u64>()).prop_map(
                         |(user, amount_cents, at_ms)| {
@@ -672,8 +636,8 @@ fn service_reply() -> impl Strategy<Value = Reply> {
             .prop_map(
                 |(
                     (id, sender, mode, state),
-                    (total_cents, remaining_cents, refunded_cents, count, grabbed),
-                    (created_at_ms, expires_at_ms, grabs),
+                    ([total_cents, remaining_cents, refunded_cents], [count, grabbed]),
+                    ([created_at_ms, expires_at_ms], grabs),
                 )| {
                     Reply::EnvelopeInfo(EnvelopeInfoReply {
                         id,
@@ -719,29 +683,19 @@ fn service_reply() -> impl Strategy<Value = Reply> {
                 }
             )),
         any::<u64>().prop_map(Reply::EnvelopeRefundsAck),
-        (
-            (
-                any::<u64>(),
-                any::<u64>(),
-                any::<u64>(),
-                any::<u64>(),
-                any::<u64>()
-            ),
-            proptest::collection::vec(text(40), 0..3)
-        )
-            .prop_map(
-                |((envelopes, grabs, open, in_flight_cents, refunded), problems)| {
-                    Reply::EnvelopeAudit(EnvelopeAuditReply {
-                        envelopes,
-                        grabs,
-                        open,
-                        in_flight_cents,
-                        refunded,
-                        problem_count: problems.len() as u64,
-                        problems,
-                    })
-                }
-            ),
+        (any::<[u64; 5]>(), proptest::collection::vec(text(40), 0..3)).prop_map(
+            |([envelopes, grabs, open, in_flight_cents, refunded], problems)| {
+                Reply::EnvelopeAudit(EnvelopeAuditReply {
+                    envelopes,
+                    grabs,
+                    open,
+                    in_flight_cents,
+                    refunded,
+                    problem_count: problems.len() as u64,
+                    problems,
+                })
+            }
+        ),
     ];
     let shards = prop_oneof![
         // Contiguous ranges in slot order, covering every slot.
@@ -837,13 +791,11 @@ fn any_reply() -> impl Strategy<Value = Reply> {
             .prop_map(|results| Reply::Batch(BatchReply { results })),
         (
             any::<u32>(),
-            any::<u64>(),
-            any::<u64>(),
-            any::<u64>(),
+            any::<[u64; 3]>(),
             proptest::collection::vec("[a-z:0-9]{1,12}", 0..3)
         )
             .prop_map(
-                |(slots, keys, bytes, epoch, unsynced)| Reply::ClusterMigrate(
+                |(slots, [keys, bytes, epoch], unsynced)| Reply::ClusterMigrate(
                     ClusterMigrateReply {
                         slots,
                         keys,
@@ -862,55 +814,45 @@ fn any_reply() -> impl Strategy<Value = Reply> {
     ]
 }
 
+/// The opcodes that none of 20,000 values drawn from `strategy` has, by
+/// name; `opcodes` says which a value has.
+fn never_drawn<S: Strategy>(
+    strategy: S,
+    opcodes: impl Fn(&S::Value) -> Vec<Opcode>,
+) -> Vec<&'static str> {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..20_000 {
+        let value = strategy.new_tree(&mut runner).unwrap().current();
+        seen.extend(opcodes(&value).into_iter().map(Opcode::as_u8));
+    }
+    Opcode::ALL
+        .iter()
+        .filter(|op| !seen.contains(&op.as_u8()))
+        .map(|op| op.name())
+        .collect()
+}
+
 /// Every opcode has a generator above: a request type added without one
 /// fails here instead of going untested.
 #[test]
 fn every_opcode_is_generated() {
-    use proptest::strategy::ValueTree;
-    use proptest::test_runner::TestRunner;
-    let strategy = any_request();
-    let mut runner = TestRunner::deterministic();
-    let mut seen = std::collections::BTreeSet::new();
-    for _ in 0..20_000 {
-        let req = strategy.new_tree(&mut runner).unwrap().current();
-        seen.insert(req.opcode().as_u8());
-        if let Request::Batch(b) = &req {
-            for op in &b.ops {
-                seen.insert(op.opcode().as_u8());
-            }
+    let missing = never_drawn(any_request(), |req| {
+        let mut ops = vec![req.opcode()];
+        if let Request::Batch(b) = req {
+            ops.extend(b.ops.iter().map(Request::opcode));
         }
-    }
-    let missing: Vec<&str> = Opcode::ALL
-        .iter()
-        .filter(|op| !seen.contains(&op.as_u8()))
-        .map(|op| op.name())
-        .collect();
+        ops
+    });
     assert!(missing.is_empty(), "no generator makes {missing:?}");
 }
 
 /// Every opcode's reply has a generator too.
 #[test]
 fn every_reply_is_generated() {
-    use proptest::strategy::ValueTree;
-    use proptest::test_runner::TestRunner;
-    let strategy = any_reply();
-    let mut runner = TestRunner::deterministic();
-    let mut seen = std::collections::BTreeSet::new();
-    for _ in 0..20_000 {
-        seen.insert(
-            strategy
-                .new_tree(&mut runner)
-                .unwrap()
-                .current()
-                .opcode()
-                .as_u8(),
-        );
-    }
-    let missing: Vec<&str> = Opcode::ALL
-        .iter()
-        .filter(|op| !seen.contains(&op.as_u8()))
-        .map(|op| op.name())
-        .collect();
+    let missing = never_drawn(any_reply(), |reply| vec![reply.opcode()]);
     assert!(
         missing.is_empty(),
         "no generator makes a reply to {missing:?}"

@@ -48,6 +48,20 @@ impl Node {
         ok(&self.addr(), args).await
     }
 
+    /// `rush --addr NODE` with the words of `line` as its arguments, as a
+    /// shell would split them (an argument holding a space goes through
+    /// [`Node::rush`]).
+    pub async fn run(&self, line: &str) -> Out {
+        let args: Vec<&str> = line.split_whitespace().collect();
+        self.rush(&args).await
+    }
+
+    /// [`Node::run`] with `--json`, which must succeed: its stdout parsed.
+    pub async fn json(&self, line: &str) -> serde_json::Value {
+        let args: Vec<&str> = line.split_whitespace().collect();
+        json(&self.addr(), &args).await
+    }
+
     pub async fn stop(mut self) {
         self.running.take().unwrap().shutdown().await.unwrap();
     }
@@ -65,6 +79,42 @@ impl Out {
     /// (exit code, stdout, stderr).
     pub fn parts(self) -> (i32, String, String) {
         (self.code, self.stdout, self.stderr)
+    }
+
+    /// Asserts the exit code.
+    #[track_caller]
+    pub fn exits(&self, code: i32) -> &Self {
+        assert_eq!(self.code, code, "exit code of a run that printed {self:#?}");
+        self
+    }
+
+    /// Asserts that stdout holds `text`.
+    #[track_caller]
+    pub fn stdout_has(&self, text: &str) -> &Self {
+        self.check("stdout to hold", &self.stdout, text, |s, t| s.contains(t))
+    }
+
+    /// Asserts that stdout starts with `text`.
+    #[track_caller]
+    pub fn stdout_starts(&self, text: &str) -> &Self {
+        self.check("stdout to start with", &self.stdout, text, |s, t| {
+            s.starts_with(t)
+        })
+    }
+
+    /// Asserts that stderr holds `text`.
+    #[track_caller]
+    pub fn stderr_has(&self, text: &str) -> &Self {
+        self.check("stderr to hold", &self.stderr, text, |s, t| s.contains(t))
+    }
+
+    #[track_caller]
+    fn check(&self, what: &str, stream: &str, text: &str, holds: fn(&str, &str) -> bool) -> &Self {
+        assert!(
+            holds(stream, text),
+            "expected {what} {text:?}; it is:\n{stream}"
+        );
+        self
     }
 }
 

@@ -2,6 +2,8 @@
 //! processes) on real RocksDB in temporary directories, and real clients.
 #![allow(dead_code)]
 
+use rush_client::protocol::cmd::{PolicyDef, Rule, Scope};
+use rush_client::protocol::Reply;
 use rush_client::{Client, ClientOptions};
 use rush_daemon::{Clock, Config, Running};
 use std::io::{BufRead, BufReader};
@@ -91,6 +93,14 @@ impl TestNode {
         self.running().addr()
     }
 
+    /// The node's `/metrics` page, which must answer 200.
+    pub async fn metrics(&self) -> String {
+        let http = self.running().http_addr().expect("an HTTP listener");
+        let (status, body) = http_get(http, "/metrics").await;
+        assert_eq!(status, 200, "/metrics: {body}");
+        body
+    }
+
     /// Graceful shutdown and start again on the same directory (new port).
     pub async fn restart(&mut self) {
         self.restart_with(|_| {}).await
@@ -133,6 +143,50 @@ pub async fn open_connections(client: &Client) -> usize {
         .expect("INFO has connections")
         .parse()
         .expect("a count")
+}
+
+/// The seed's purchase check done with generic keys, as its five commands
+/// in one atomic BATCH: two items marked bought in the hash `items`, which
+/// expires in a day, and the order recorded at `order`, which expires too.
+/// The two keys must share a slot (a `{hashtag}`).
+pub async fn seed_batch(c: &Client, items: &str, order: &str) -> Vec<Reply> {
+    let day = Duration::from_secs(86_400);
+    c.batch()
+        .hset(items.to_owned(), "sku-1", "1")
+        .hset(items.to_owned(), "sku-2", "1")
+        .expire(items.to_owned(), day)
+        .set(order.to_owned(), "1", Duration::ZERO)
+        .expire(order.to_owned(), day)
+        .exec()
+        .await
+        .expect("the seed's batch")
+}
+
+/// What [`seed_batch`] answers on keys that did not exist.
+pub const SEED_BATCH_REPLIES: [Reply; 5] = [
+    Reply::HSet(1),
+    Reply::HSet(1),
+    Reply::Expire(true),
+    Reply::Set(true),
+    Reply::Expire(true),
+];
+
+/// A purchase-limit policy: `rules` as (name, scope, max, window), the
+/// window as in the config ("day", "fixed:60", "sliding:60/6").
+pub fn limit_policy(name: &str, rules: &[(&str, Scope, u64, &str)]) -> PolicyDef {
+    PolicyDef {
+        name: name.into(),
+        relaxed: false,
+        rules: rules
+            .iter()
+            .map(|(n, scope, max, w)| Rule {
+                name: n.to_string(),
+                scope: *scope,
+                max: *max,
+                window: w.parse().expect("a window"),
+            })
+            .collect(),
+    }
 }
 
 /// A client for long admin operations (a slot migration moves hundreds of

@@ -1,6 +1,6 @@
 use crate::codec::{DecodeError, Reader, Wire};
 use crate::{RushError, Target};
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 /// `MIGRATE_ABORT id slot` (admin, node to node) → whether an import was
 /// dropped.
@@ -22,12 +22,10 @@ impl MigrateAbort {
 
 impl Wire for MigrateAbort {
     fn encode(&self, out: &mut BytesMut) {
-        out.put_u64(self.id);
-        out.put_u16(self.slot);
+        super::put_import_ref(out, self.id, self.slot);
     }
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
-        let id = r.u64("id")?;
-        let slot = r.slot("slot")?;
+        let (id, slot) = super::read_import_ref(r)?;
         Ok(MigrateAbort { id, slot })
     }
 }

@@ -29,3 +29,19 @@ pub use map::{parse_slot_spec, parse_slot_specs, ranges_of};
 pub use migrate::{ClusterMigrate, ClusterMigrateReply};
 pub use set_map::ClusterSetMap;
 pub use status::{MigrateStatus, MigrationState};
+
+use crate::codec::{DecodeError, Reader};
+use bytes::{BufMut, BytesMut};
+
+/// The import a node-to-node request is about, as it starts every such
+/// body: the migration `id`, then its slot. [`MigrateAbort`] and
+/// [`MigrateStatus`] carry nothing else.
+fn put_import_ref(out: &mut BytesMut, id: u64, slot: u16) {
+    out.put_u64(id);
+    out.put_u16(slot);
+}
+
+/// Reads what [`put_import_ref`] wrote: `(id, slot)`.
+fn read_import_ref(r: &mut Reader) -> Result<(u64, u16), DecodeError> {
+    Ok((r.u64("id")?, r.slot("slot")?))
+}

@@ -42,12 +42,10 @@ impl MigrateStatus {
 
 impl Wire for MigrateStatus {
     fn encode(&self, out: &mut BytesMut) {
-        out.put_u64(self.id);
-        out.put_u16(self.slot);
+        super::put_import_ref(out, self.id, self.slot);
     }
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
-        let id = r.u64("id")?;
-        let slot = r.slot("slot")?;
+        let (id, slot) = super::read_import_ref(r)?;
         Ok(MigrateStatus { id, slot })
     }
 }

@@ -37,6 +37,8 @@ mod batch;
 pub mod calendar;
 mod catalog;
 pub mod cluster;
+#[cfg(test)]
+mod compat_tests;
 mod connection;
 mod duration;
 mod envelopes;

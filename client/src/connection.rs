@@ -29,6 +29,7 @@ impl Tls {
         let bad = |m: String| ClientError::Connect {
             addr: server_name.to_string(),
             message: m,
+            transient: false,
         };
         let mut roots = rustls::RootCertStore::empty();
         for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca_file)
@@ -85,14 +86,15 @@ impl Connection {
         timeout: Duration,
         tls: Option<&Tls>,
     ) -> Result<Connection, ClientError> {
-        let err = |message: String| ClientError::Connect {
+        let err = |message: String, transient: bool| ClientError::Connect {
             addr: addr.to_string(),
             message,
+            transient,
         };
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
-            .map_err(|_| err(format!("timed out after {timeout:?}")))?
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|_| err(format!("timed out after {timeout:?}"), true))?
+            .map_err(|e| err(e.to_string(), true))?;
         let _ = stream.set_nodelay(true);
         match tls {
             None => {
@@ -105,8 +107,8 @@ impl Connection {
                     tls.connector.connect(tls.server_name.clone(), stream),
                 )
                 .await
-                .map_err(|_| err(format!("TLS handshake timed out after {timeout:?}")))?
-                .map_err(|e| err(format!("TLS handshake: {e}")))?;
+                .map_err(|_| err(format!("TLS handshake timed out after {timeout:?}"), true))?
+                .map_err(|e| err(format!("TLS handshake: {e}"), !refused_by_tls(&e)))?;
                 let (rd, wr) = tokio::io::split(stream);
                 Ok(Self::start(addr, rd, wr))
             }
@@ -298,6 +300,15 @@ async fn read_loop<R: AsyncRead + Unpin>(
     }
 }
 
+/// Whether a failed handshake is TLS saying no — a certificate it can't
+/// trust, a peer that doesn't speak TLS — rather than the connection
+/// breaking under it (a node shutting down): tokio-rustls hands rustls's
+/// own errors back inside the `io::Error`, and trying again can't change
+/// their outcome.
+fn refused_by_tls(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>())
+}
+
 /// Why the bytes from `addr` are not frames. An HTTP server (rushd's own
 /// HTTP or redirect listener, given by mistake) answers our HELLO with
 /// `HTTP/1.1 400 …`, whose first four bytes read as a frame length of
@@ -332,5 +343,77 @@ fn deliver(inner: &Inner, f: Frame) {
         }
         // An answer to a call that timed out: nobody waits for it any more.
         None => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// TLS that trusts nothing: enough to see how a handshake fails.
+    fn tls() -> Tls {
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+        Tls {
+            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            server_name: rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+        }
+    }
+
+    /// A listener that answers each connection with `answer`, then closes it.
+    async fn server(answer: &'static [u8]) -> String {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut hello = [0u8; 512];
+                let _ = s.read(&mut hello).await;
+                let _ = s.write_all(answer).await;
+            }
+        });
+        addr
+    }
+
+    fn transient(r: Result<Connection, ClientError>) -> bool {
+        match r {
+            Err(ClientError::Connect { transient, .. }) => transient,
+            Err(e) => panic!("not a connect error: {e}"),
+            Ok(_) => panic!("connected"),
+        }
+    }
+
+    #[tokio::test]
+    async fn what_a_retry_may_cure() {
+        let t = Duration::from_secs(5);
+        // A server that doesn't speak TLS: it answers, but no retry helps.
+        let http = server(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+        assert!(!transient(
+            Connection::connect_tls(&http, t, Some(&tls())).await
+        ));
+        // A server that closes during the handshake (a node shutting down).
+        let gone = server(b"").await;
+        assert!(transient(
+            Connection::connect_tls(&gone, t, Some(&tls())).await
+        ));
+        // Nothing listening.
+        let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let closed_addr = closed.local_addr().unwrap().to_string();
+        drop(closed);
+        assert!(transient(Connection::connect(&closed_addr, t).await));
+        // An unreadable CA file is a setting to fix.
+        let e = Tls::from_ca_file(std::path::Path::new("/nonexistent/ca.pem"), "localhost");
+        assert!(matches!(
+            e,
+            Err(ClientError::Connect {
+                transient: false,
+                ..
+            })
+        ));
     }
 }

@@ -4,8 +4,19 @@ use std::time::Duration;
 /// Everything a client call can fail with.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ClientError {
+    /// The node was not reached, or the connection was not set up:
+    /// nothing was sent.
     #[error("connecting to {addr}: {message}")]
-    Connect { addr: String, message: String },
+    Connect {
+        addr: String,
+        message: String,
+        /// Whether trying again may help: true for what passes when a
+        /// node comes (back) up — refused, unreachable, timed out, closed
+        /// during the TLS handshake; false when TLS said no (a certificate
+        /// it can't trust, a peer that doesn't speak TLS) or the TLS
+        /// settings are unusable. Retries are made only when true.
+        transient: bool,
+    },
     /// The connection broke before the answer arrived: the request may or may
     /// not have been applied. Idempotent requests are retried automatically.
     #[error("connection lost: {0}")]

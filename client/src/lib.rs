@@ -21,8 +21,10 @@
 //! key — are retried until [`ClientOptions::retry_deadline`], as are answers
 //! that say nothing was done (TRYAGAIN while a slot changes hands); others
 //! fail with [`ClientError::ConnectionLost`] (their outcome is unknown).
-//! [`ClientOptions::on_retry`] is told about every retry, so a tool can say
-//! what it is waiting for.
+//! Connecting retries the same way: [`Client::connect_with`] keeps trying
+//! to reach the node it is given (restarting, or not listening yet) until
+//! [`ClientOptions::seed_deadline`]. [`ClientOptions::on_retry`] is told
+//! about every retry, so a tool can say what it is waiting for.
 //!
 //! This file is the [`Client`] and its one request loop (route, send, follow
 //! MOVED, retry until the deadline): over 500 lines because the loop's
@@ -35,6 +37,8 @@ mod batch;
 pub mod calendar;
 mod catalog;
 pub mod cluster;
+#[cfg(test)]
+mod compat_tests;
 mod connection;
 mod duration;
 mod envelopes;
@@ -58,7 +62,7 @@ pub use shards::NodeConnection;
 use bytes::Bytes;
 use routing::{Counters, Routes};
 use rush_protocol::cmd::*;
-use rush_protocol::{Command, ErrorCode, Reply, Target, Wire};
+use rush_protocol::{Command, ErrorCode, Opcode, Reply, Target, Wire};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -130,7 +134,10 @@ impl Client {
 
     /// Connect to any node, say HELLO (with the token, if any) and load the
     /// cluster map from it: requests are then routed to the node that
-    /// serves their slot.
+    /// serves their slot. A node that can't be reached yet is tried again
+    /// until [`ClientOptions::seed_deadline`] (by default the retry
+    /// deadline); what can't pass by waiting (a refused token or
+    /// certificate, an address that speaks HTTP) fails at once.
     pub async fn connect_with(addr: &str, opts: ClientOptions) -> Result<Client, ClientError> {
         let client = Client {
             inner: Arc::new(Inner {
@@ -143,10 +150,38 @@ impl Client {
                 stats: Counters::default(),
             }),
         };
-        client.connection(addr, None).await?;
+        client.reach_seed().await?;
         // A node that can't answer CLUSTER_SLOTS gets every request.
         let _ = client.refresh_map_from(addr).await;
         Ok(client)
+    }
+
+    /// Connect to the node the client was given, trying again while that
+    /// may help (it is restarting, or not listening yet) until
+    /// [`ClientOptions::seed_deadline`], as calls retry: the same backoff,
+    /// the same notices (op `HELLO`).
+    async fn reach_seed(&self) -> Result<(), ClientError> {
+        let opts = &self.inner.opts;
+        let addr = &self.inner.addr;
+        let mut retries = Retries::new(opts.seed_deadline.unwrap_or(opts.retry_deadline));
+        let mut within = None;
+        loop {
+            let error = match self.connection(addr, within).await {
+                Ok(_) => return Ok(()),
+                Err(e) => e,
+            };
+            // HELLO (and what connecting sends with it) is safe to resend.
+            if !worth_retrying(&error, || true, opts.retry_busy) {
+                return Err(error);
+            }
+            match self
+                .pause(&mut retries, Opcode::Hello.name(), addr, &error)
+                .await
+            {
+                Some(next) => within = Some(next),
+                None => return Err(error),
+            }
+        }
     }
 
     /// The address the client was given.
@@ -323,13 +358,10 @@ impl Client {
         fixed: Option<&str>,
     ) -> Result<C::Reply, ClientError> {
         let opts = &self.inner.opts;
-        let stats = &self.inner.stats;
-        let deadline = Instant::now() + opts.retry_deadline;
-        let mut backoff = backoff::Backoff::new(BACKOFF_START, BACKOFF_MAX);
+        let mut retries = Retries::new(opts.retry_deadline);
         // The first attempt has the whole request timeout; retries end at
         // the deadline.
         let mut within: Option<Duration> = None;
-        let mut retries = 0u32;
         let mut redirects = 0;
         let mut safe: Option<bool> = None;
         loop {
@@ -343,38 +375,25 @@ impl Client {
                 Ok(c) => c.call(cmd, timeout).await,
                 Err(e) => Err(e),
             };
-            if let Err(ClientError::Server(e)) = &result {
+            let error = match result {
+                Ok(reply) => return Ok(reply),
+                Err(e) => e,
+            };
+            if let ClientError::Server(e) = &error {
                 if let (Some((s, to)), None) = (routing::moved(e), fixed) {
                     redirects += 1;
                     if redirects <= MAX_REDIRECTS {
-                        stats.moved.fetch_add(1, Ordering::Relaxed);
+                        self.inner.stats.moved.fetch_add(1, Ordering::Relaxed);
                         self.learn_moved(s, to);
                         continue;
                     }
                 }
             }
-            let mut is_safe =
-                || *safe.get_or_insert_with(|| routing::retry_safe(&cmd.clone().into()));
-            let retry = match &result {
-                // Nothing was sent.
-                Err(ClientError::Connect { .. }) => true,
-                Err(ClientError::ConnectionLost(_)) => is_safe(),
-                Err(e) => match e.code() {
-                    // A slot changing hands: nothing was applied.
-                    Some(ErrorCode::TryAgain) => true,
-                    Some(ErrorCode::Busy) => opts.retry_busy,
-                    Some(ErrorCode::Unavailable) => is_safe(),
-                    _ => false,
-                },
-                Ok(_) => false,
-            };
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if !retry || remaining.is_zero() {
-                return result;
+            let is_safe = || *safe.get_or_insert_with(|| routing::retry_safe(&cmd.clone().into()));
+            if !worth_retrying(&error, is_safe, opts.retry_busy) || retries.spent() {
+                return Err(error);
             }
-            // Never sleep past the deadline: the last attempt is at it.
-            let wait = backoff.next_wait().min(remaining);
-            if matches!(result, Err(ClientError::Connect { .. })) && fixed.is_none() {
+            if matches!(error, ClientError::Connect { .. }) && fixed.is_none() {
                 // The node may be gone for good: see what the others say.
                 let due = self
                     .inner
@@ -386,26 +405,47 @@ impl Client {
                     self.refresh_soon(None);
                 }
             }
-            stats.retries.fetch_add(1, Ordering::Relaxed);
-            retries += 1;
-            tracing::debug!(op = C::OPCODE.name(), %addr, ?wait, "retrying");
-            if let (Some(hook), Err(error)) = (&opts.on_retry, &result) {
-                (hook.0)(&RetryNotice {
-                    op: C::OPCODE.name(),
-                    addr: &addr,
-                    error,
-                    attempt: retries,
-                    wait,
-                    remaining,
-                });
+            match self
+                .pause(&mut retries, C::OPCODE.name(), &addr, &error)
+                .await
+            {
+                Some(next) => within = Some(next),
+                None => return Err(error),
             }
-            tokio::time::sleep(wait).await;
-            within = Some(
-                deadline
-                    .saturating_duration_since(Instant::now())
-                    .max(LAST_ATTEMPT),
-            );
         }
+    }
+
+    /// Before another attempt: count it, tell the `on_retry` hook, and wait
+    /// out the backoff (never past the deadline). Returns how long the next
+    /// attempt may take, or `None` when the deadline has passed (no retry).
+    async fn pause(
+        &self,
+        retries: &mut Retries,
+        op: &'static str,
+        addr: &str,
+        error: &ClientError,
+    ) -> Option<Duration> {
+        let remaining = retries.remaining();
+        if remaining.is_zero() {
+            return None;
+        }
+        // Never sleep past the deadline: the last attempt is at it.
+        let wait = retries.backoff.next_wait().min(remaining);
+        retries.made += 1;
+        self.inner.stats.retries.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(op, %addr, ?wait, "retrying");
+        if let Some(hook) = &self.inner.opts.on_retry {
+            (hook.0)(&RetryNotice {
+                op,
+                addr,
+                error,
+                attempt: retries.made,
+                wait,
+                remaining,
+            });
+        }
+        tokio::time::sleep(wait).await;
+        Some(retries.remaining().max(LAST_ATTEMPT))
     }
 
     pub async fn ping(&self) -> Result<(), ClientError> {
@@ -576,6 +616,52 @@ impl Client {
             ms: by.as_millis() as u64,
         })
         .await
+    }
+}
+
+/// One call's retries (or one connect's): the deadline they end at and
+/// the backoff between them.
+struct Retries {
+    deadline: Instant,
+    backoff: backoff::Backoff,
+    /// Retries so far.
+    made: u32,
+}
+
+impl Retries {
+    /// Retries for `budget` from now.
+    fn new(budget: Duration) -> Retries {
+        Retries {
+            deadline: Instant::now() + budget,
+            backoff: backoff::Backoff::new(BACKOFF_START, BACKOFF_MAX),
+            made: 0,
+        }
+    }
+
+    fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// The deadline has passed: no more attempts.
+    fn spent(&self) -> bool {
+        self.remaining().is_zero()
+    }
+}
+
+/// Whether a failed attempt may be made again: it certainly was not
+/// applied (the node was not reached, a slot is changing hands, BUSY when
+/// `retry_busy`), or its outcome is unknown but `safe()` says resending it
+/// changes nothing (the connection broke, the node is UNAVAILABLE).
+fn worth_retrying(error: &ClientError, safe: impl FnOnce() -> bool, retry_busy: bool) -> bool {
+    match error {
+        ClientError::Connect { transient, .. } => *transient,
+        ClientError::ConnectionLost(_) => safe(),
+        e => match e.code() {
+            Some(ErrorCode::TryAgain) => true,
+            Some(ErrorCode::Busy) => retry_busy,
+            Some(ErrorCode::Unavailable) => safe(),
+            _ => false,
+        },
     }
 }
 

@@ -21,6 +21,13 @@ pub struct ClientOptions {
     /// it, so a call that retries ends within about this long (the first
     /// attempt has the whole `request_timeout`). Zero: no retries.
     pub retry_deadline: Duration,
+    /// How long [`Client::connect_with`](crate::Client::connect_with)
+    /// keeps trying to reach the node it is given (one that is restarting,
+    /// or not listening yet), with the same backoff and `on_retry` notices
+    /// as a call's retries. `None`: `retry_deadline`. A tool that takes
+    /// addresses from people may want it shorter, so that a mistyped
+    /// address fails fast.
+    pub seed_deadline: Option<Duration>,
     /// Also retry BUSY answers (the request was not applied) until the deadline.
     pub retry_busy: bool,
     /// Connect over TLS.
@@ -38,7 +45,9 @@ pub struct ClientOptions {
 /// A retry about to happen (see [`ClientOptions::on_retry`]).
 #[derive(Debug)]
 pub struct RetryNotice<'a> {
-    /// The request's name (`GET`, `LINK_SHORTEN`…).
+    /// The request's name (`GET`, `LINK_SHORTEN`…); `HELLO` while
+    /// [`Client::connect_with`](crate::Client::connect_with) is reaching the
+    /// node it was given.
     pub op: &'static str,
     /// The node the failed attempt went to.
     pub addr: &'a str,
@@ -84,6 +93,7 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
             retry_deadline: Duration::from_secs(10),
+            seed_deadline: None,
             retry_busy: false,
             tls: None,
             per_shard: true,

@@ -139,7 +139,8 @@ impl Routes {
 pub struct ClientStats {
     /// Calls made (each counted once however often it was sent).
     pub requests: u64,
-    /// Resends after a lost connection, TRYAGAIN, BUSY or UNAVAILABLE.
+    /// Resends after a lost connection, TRYAGAIN, BUSY or UNAVAILABLE,
+    /// and further attempts to reach the node given at connect.
     pub retries: u64,
     /// MOVED answers followed.
     pub moved: u64,

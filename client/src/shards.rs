@@ -8,13 +8,14 @@
 //! asks the node for its layout (SHARDS), opens one connection per shard,
 //! moves each to its shard (SHARD_BIND), and sends each request on the
 //! connection of the shard that owns its slot. Requests with no slot (PING,
-//! INFO, admin broadcasts) go on shard 0's. Against a node of one shard, or
-//! with `per_shard = false`, it is a single connection.
+//! INFO, admin broadcasts) go on shard 0's. Against a node of one shard, a
+//! node that doesn't know SHARDS (one of an older release), or with
+//! `per_shard = false`, it is a single connection.
 
 use crate::connection::{Connection, Tls};
 use crate::error::ClientError;
 use rush_protocol::cmd::{Hello, HelloReply, ShardBind, Shards};
-use rush_protocol::{Command, Target, SLOTS};
+use rush_protocol::{Command, ErrorCode, Target, SLOTS};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,7 +54,21 @@ impl NodeConnection {
                 reply,
             ));
         }
-        let layout = first.call(&Shards {}, timeout).await?;
+        let layout = match first.call(&Shards {}, timeout).await {
+            Ok(layout) => layout,
+            // A node that predates SHARDS: one connection, and the node
+            // forwards between its shards (PROTOCOL.md, "Compatibility").
+            Err(e) if e.code() == Some(ErrorCode::UnknownOpcode) => {
+                return Ok((
+                    NodeConnection {
+                        conns: Arc::new([first]),
+                        layout: None,
+                    },
+                    reply,
+                ))
+            }
+            Err(e) => return Err(e),
+        };
         let n = layout.ranges.len();
         let mut shard_of = vec![0u16; SLOTS as usize].into_boxed_slice();
         for (i, r) in layout.ranges.iter().enumerate() {

@@ -168,6 +168,21 @@ impl Reader {
         Ok(out)
     }
 
+    /// A field added at the end of its body after protocol version 1
+    /// first shipped: `None` when the body ends before it (the sender
+    /// predates the field), else what `f` reads. See PROTOCOL.md,
+    /// "Compatibility".
+    pub fn added<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<T, DecodeError>,
+    ) -> Result<Option<T>, DecodeError> {
+        if self.remaining() == 0 {
+            Ok(None)
+        } else {
+            f(self).map(Some)
+        }
+    }
+
     /// The rest of the body, unparsed (used by BATCH for nested bodies).
     pub fn rest(&mut self) -> Bytes {
         let out = self.buf.slice(self.pos..);
@@ -207,12 +222,20 @@ pub trait Wire: Sized {
     fn encode(&self, out: &mut BytesMut);
     fn decode(r: &mut Reader) -> Result<Self, DecodeError>;
 
-    /// Decode a whole body: the value must use every byte.
+    /// Decode a whole body: the value must use every byte. Requests (and
+    /// what is stored) are read this way.
     fn decode_body(body: Bytes) -> Result<Self, DecodeError> {
         let mut r = Reader::new(body);
         let v = Self::decode(&mut r)?;
         r.finish()?;
         Ok(v)
+    }
+
+    /// Decode a reply body: the fields this decoder knows, and nothing of
+    /// what follows them — fields a later release appended, which a reader
+    /// of this release ignores (PROTOCOL.md, "Compatibility").
+    fn decode_reply_body(body: Bytes) -> Result<Self, DecodeError> {
+        Self::decode(&mut Reader::new(body))
     }
 
     fn to_bytes(&self) -> Bytes {
@@ -306,5 +329,23 @@ mod tests {
     fn trailing_bytes_are_an_error() {
         let r = Reader::new(Bytes::from_static(&[1, 2]));
         assert_eq!(r.finish(), Err(DecodeError::Trailing(2)));
+        // Unless a reply is read: what a later release appended is ignored.
+        let body = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 7, 1, 2]);
+        assert_eq!(u64::decode_reply_body(body.clone()), Ok(7));
+        assert_eq!(u64::decode_body(body), Err(DecodeError::Trailing(2)));
+    }
+
+    #[test]
+    fn a_field_added_later_may_be_absent() {
+        let mut old = Reader::new(Bytes::from_static(&[5]));
+        assert_eq!(old.u8("first"), Ok(5));
+        assert_eq!(old.added(|r| r.bool("added")), Ok(None));
+        let mut new = Reader::new(Bytes::from_static(&[5, 1]));
+        new.u8("first").unwrap();
+        assert_eq!(new.added(|r| r.bool("added")), Ok(Some(true)));
+        // Present but malformed is still an error, not "absent".
+        let mut bad = Reader::new(Bytes::from_static(&[5, 9]));
+        bad.u8("first").unwrap();
+        assert!(bad.added(|r| r.bool("added")).is_err());
     }
 }

@@ -187,6 +187,8 @@ pub fn encode_error(out: &mut BytesMut, opcode: u8, request_id: u64, error: &Rus
 }
 
 /// Decode a response body into the reply type `R` or the server's error.
+/// Bytes after what this decoder knows are fields a later release
+/// appended, and are ignored (PROTOCOL.md, "Compatibility").
 pub fn decode_response<R: Wire>(body: Bytes) -> Result<Result<R, RushError>, DecodeError> {
     let mut r = Reader::new(body);
     let status = {
@@ -195,13 +197,9 @@ pub fn decode_response<R: Wire>(body: Bytes) -> Result<Result<R, RushError>, Dec
     };
     if status == STATUS_OK {
         r.u8("status")?;
-        let reply = R::decode(&mut r)?;
-        r.finish()?;
-        Ok(Ok(reply))
+        Ok(Ok(R::decode(&mut r)?))
     } else {
-        let err = RushError::decode(&mut r)?;
-        r.finish()?;
-        Ok(Err(err))
+        Ok(Err(RushError::decode(&mut r)?))
     }
 }
 

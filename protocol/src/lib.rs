@@ -201,9 +201,11 @@ macro_rules! commands {
                 }
             }
 
+            /// Decode a reply body of `opcode` (what follows the fields
+            /// this release knows is ignored: see [`Wire::decode_reply_body`]).
             pub fn decode(opcode: Opcode, body: Bytes) -> Result<Reply, DecodeError> {
                 match opcode {
-                    $(Opcode::$variant => Ok(Reply::$variant(<$reply as Wire>::decode_body(body)?)),)*
+                    $(Opcode::$variant => Ok(Reply::$variant(<$reply as Wire>::decode_reply_body(body)?)),)*
                 }
             }
 

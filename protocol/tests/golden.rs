@@ -929,6 +929,90 @@ fn document_matches_code() {
     }
 }
 
+/// PROTOCOL.md's "Compatibility" rules, on the document's own vectors: a
+/// reply (or error, or BATCH result) followed by a later release's field
+/// reads as before; LINK_RESOLVE and LINK_INFO answers of the release
+/// before, which end before `drop_query`, read as dropping queries; a
+/// request with bytes after its body is still refused.
+#[test]
+fn replies_may_grow_at_the_end_and_requests_may_not() {
+    let doc = document_vectors();
+    let body = |name: &str| -> Vec<u8> {
+        let (_, bytes) = doc
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("PROTOCOL.md has no golden vector {name:?}"));
+        let f = frame::parse(&mut BytesMut::from(&bytes[..]), 1 << 20)
+            .unwrap()
+            .unwrap();
+        f.body.to_vec()
+    };
+    let later = |name: &str| Bytes::from([body(name), vec![0xff, 0x01]].concat());
+    let older = |name: &str| {
+        let b = body(name);
+        Bytes::copy_from_slice(&b[..b.len() - 1])
+    };
+
+    // Fields of a later release: ignored.
+    assert_eq!(
+        frame::decode_response::<ResolveReply>(later("link-resolve-reply")).unwrap(),
+        Ok(resolve_reply())
+    );
+    assert_eq!(
+        frame::decode_response::<()>(later("error-link-not-found")).unwrap(),
+        Err(RushError::not_found("no link"))
+    );
+    // A BATCH whose one result (CHECK: true) carries a later field.
+    let batch = Bytes::from_static(&[0, 0, 0, 0, 1, 0x1e, 0, 0, 0, 2, 1, 0xff]);
+    assert_eq!(
+        frame::decode_response::<BatchReply>(batch).unwrap(),
+        Ok(BatchReply {
+            results: vec![Reply::Check(true)]
+        })
+    );
+
+    // The release before: no `drop_query`, and it dropped every query.
+    let resolve = frame::decode_response::<ResolveReply>(older("link-resolve-reply"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        resolve,
+        ResolveReply {
+            drop_query: true,
+            ..resolve_reply()
+        }
+    );
+    let info = frame::decode_response::<LinkInfoReply>(older("link-info-reply"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        info,
+        LinkInfoReply {
+            drop_query: true,
+            ..link_info_reply()
+        }
+    );
+
+    // Requests stay strict.
+    let e = Request::decode(0x32, later("link-resolve-request")).unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadRequest, "{e}");
+    // LINK_UPDATE's added field: left out when kept (the vector), accepted
+    // when sent, refused when followed by anything more.
+    let update = body("link-update-request");
+    let with = |tail: &[u8]| Request::decode(0x34, Bytes::from([&update[..], tail].concat()));
+    assert_eq!(with(&[]).unwrap(), link_update().into());
+    assert_eq!(with(&[0]).unwrap(), link_update().into());
+    assert_eq!(
+        with(&[1, 1]).unwrap(),
+        LinkUpdate {
+            drop_query: Some(true),
+            ..link_update()
+        }
+        .into()
+    );
+    assert_eq!(with(&[1, 1, 0]).unwrap_err().code, ErrorCode::BadRequest);
+}
+
 /// The error table lists every code by its number and name, and the
 /// retired ones as retired.
 #[test]

@@ -9,6 +9,15 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s)
 }
 
+/// A whole number of seconds, at least 1 (`--timeout`).
+pub fn seconds(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err("0 would give up before asking: at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a whole number of seconds")),
+    }
+}
+
 /// A node address: `HOST:PORT`, or `HOST` alone for the default protocol
 /// port (as redis-cli's `-h`). IPv6 as `[::1]:7379`, `[::1]` or `::1`.
 pub fn addr(s: &str) -> Result<String, String> {
@@ -88,6 +97,8 @@ mod tests {
             assert!(addr(bad).is_err(), "{bad:?}");
         }
         assert_eq!(host_of("localhost:7379"), "localhost");
+        assert_eq!(seconds("30"), Ok(30));
+        assert!(seconds("0").is_err() && seconds("1.5").is_err() && seconds("").is_err());
         assert_eq!(host_of("[::1]:7379"), "::1");
     }
 }

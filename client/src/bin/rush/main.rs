@@ -59,13 +59,31 @@ struct Global {
     #[arg(long, global = true)]
     tls_name: Option<String>,
     /// Seconds to wait for an answer, retries included (a node restarting,
-    /// a slot changing hands). Waits are announced on stderr.
-    #[arg(long, default_value_t = 30, value_name = "SECONDS", global = true)]
-    timeout: u64,
+    /// a slot changing hands); waits are announced on stderr. Default 30,
+    /// but the node --addr names gets 5 s to be reached unless --timeout is
+    /// given, so a mistyped address fails fast.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        value_parser = args::seconds,
+        global = true
+    )]
+    timeout: Option<u64>,
     /// Print the answer as one JSON document.
     #[arg(long, global = true)]
     json: bool,
 }
+
+/// How long a command waits for answers, retries included, when
+/// `--timeout` is not given.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the node `--addr` names is given to be reached when `--timeout`
+/// is not given: as long as one connection attempt may take (the client's
+/// connect timeout), whether the node is silent or refuses. Long enough for
+/// a node restarting on this machine; short enough that a mistyped port is
+/// an error within seconds, not half a minute.
+const DEFAULT_SEED_WAIT: Duration = Duration::from_secs(5);
 
 /// The global options that mean nothing to commands that need no node.
 const NODE_OPTIONS: [&str; 5] = ["addr", "token", "tls_ca", "tls_name", "timeout"];
@@ -198,8 +216,9 @@ fn command() -> clap::Command {
 }
 
 /// Says on stderr what a retrying call waits for: on the first retry, when
-/// the reason changes, and every few seconds while it lasts.
-fn retry_reporter(timeout: u64) -> RetryHook {
+/// the reason changes, and every few seconds while it lasts. `timeout` is
+/// the `--timeout` given, if any.
+fn retry_reporter(timeout: Option<u64>) -> RetryHook {
     const EVERY: Duration = Duration::from_secs(5);
     let last: Mutex<Option<(String, Instant)>> = Mutex::new(None);
     RetryHook::new(move |n: &RetryNotice<'_>| {
@@ -210,8 +229,15 @@ fn retry_reporter(timeout: u64) -> RetryHook {
             None => true,
         };
         if due {
+            // What bounds the wait: the --timeout given, or the default
+            // for reaching --addr (HELLO) or for an answer.
+            let bound = match (timeout, n.op) {
+                (Some(t), _) => format!("--timeout {t}"),
+                (None, "HELLO") => "give --timeout SECONDS to wait longer".to_string(),
+                (None, _) => format!("--timeout {}", DEFAULT_TIMEOUT.as_secs()),
+            };
             eprintln!(
-                "rush: waiting for {} ({}): {why}; retrying for up to {} more (--timeout {timeout})",
+                "rush: waiting for {} ({}): {why}; retrying for up to {} more ({bound})",
                 n.addr,
                 n.op,
                 format_remaining(n.remaining)
@@ -260,7 +286,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let timeout = Duration::from_secs(g.timeout);
+    let timeout = g.timeout.map_or(DEFAULT_TIMEOUT, Duration::from_secs);
     let opts = ClientOptions {
         tls,
         token: g.token.clone(),
@@ -268,6 +294,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         connect_timeout: timeout.min(ClientOptions::default().connect_timeout),
         request_timeout: timeout,
         retry_deadline: timeout,
+        seed_deadline: match g.timeout {
+            Some(_) => None,
+            None => Some(DEFAULT_SEED_WAIT),
+        },
         on_retry: Some(retry_reporter(g.timeout)),
         ..ClientOptions::default()
     };

@@ -37,6 +37,9 @@ pub struct LinkInfoReply {
     /// [`STATS_DAYS`] that had visits, oldest first.
     pub daily: Vec<(u32, u64)>,
     /// The link drops a visit's query string instead of passing it on.
+    /// Added after version 1 shipped: read as `true` from a node of the
+    /// release before, which drops every visit's query (as in
+    /// [`ResolveReply`](super::ResolveReply)).
     pub drop_query: bool,
 }
 
@@ -103,7 +106,7 @@ impl Wire for LinkInfoReply {
             daily: r.list("daily visits", STATS_DAYS as usize, 12, |r| {
                 Ok((r.u32("day")?, r.u64("visits")?))
             })?,
-            drop_query: r.bool("drop query")?,
+            drop_query: r.added(|r| r.bool("drop query"))?.unwrap_or(true),
         })
     }
 }

@@ -156,7 +156,8 @@ mod tests {
     }
 
     /// A LINK_UPDATE from a sender that predates `drop_query` ends after
-    /// `permanent`: it still decodes, and keeps the link's setting.
+    /// `permanent`: it still decodes, and keeps the link's setting. One
+    /// that keeps it is sent that way, so the release before reads it.
     #[test]
     fn update_without_drop_query_decodes() {
         let u = LinkUpdate {
@@ -164,9 +165,12 @@ mod tests {
             ..LinkUpdate::new("abcde")
         };
         let body = u.to_bytes();
-        assert_eq!(body.last(), Some(&0), "drop query: keep");
-        let old = body.slice(..body.len() - 1);
-        assert_eq!(LinkUpdate::decode_body(old).unwrap(), u);
+        assert_eq!(&body[body.len() - 2..], [1, 1], "ends with permanent");
+        assert_eq!(LinkUpdate::decode_body(body).unwrap(), u);
+        // An explicit "keep" (a sender of this release's first builds).
+        let mut keep = u.to_bytes().to_vec();
+        keep.push(0);
+        assert_eq!(LinkUpdate::decode_body(Bytes::from(keep)).unwrap(), u);
         // Only drop_query, from a new sender.
         let only = LinkUpdate {
             drop_query: Some(false),
@@ -176,6 +180,42 @@ mod tests {
         // A body cut inside the field is still truncated, not "keep".
         let cut = only.to_bytes();
         assert!(LinkUpdate::decode_body(cut.slice(..cut.len() - 1)).is_err());
+    }
+
+    /// LINK_RESOLVE and LINK_INFO answers of a node of the release before
+    /// end before `drop_query`: it dropped every visit's query string, and
+    /// that is how they read.
+    #[test]
+    fn replies_without_drop_query_read_as_dropping() {
+        let resolve = ResolveReply {
+            target: "https://e.com/".into(),
+            ios: None,
+            android: None,
+            permanent: false,
+            expires_at: 0,
+            drop_query: false,
+        };
+        let body = resolve.to_bytes();
+        let old = ResolveReply::decode_reply_body(body.slice(..body.len() - 1)).unwrap();
+        assert_eq!(
+            old,
+            ResolveReply {
+                drop_query: true,
+                ..resolve.clone()
+            }
+        );
+        assert_eq!(ResolveReply::decode_reply_body(body).unwrap(), resolve);
+        let info = LinkInfoReply {
+            code: "abcde".into(),
+            target: "https://e.com/".into(),
+            daily: vec![(20_453, 3)],
+            ..LinkInfoReply::default()
+        };
+        let body = info.to_bytes();
+        let old = LinkInfoReply::decode_reply_body(body.slice(..body.len() - 1)).unwrap();
+        assert!(old.drop_query);
+        assert_eq!(old.daily, info.daily);
+        assert_eq!(LinkInfoReply::decode_reply_body(body).unwrap(), info);
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub struct ResolveReply {
     /// Unix ms after this visit's slide; 0 = never.
     pub expires_at: u64,
     /// The link drops a visit's query string instead of passing it on.
+    /// Added after version 1 shipped: an answer without it comes from a
+    /// node of the release before, which drops every visit's query, and is
+    /// read as `true`.
     pub drop_query: bool,
 }
 
@@ -64,7 +67,7 @@ impl Wire for ResolveReply {
             android: read_opt_url(r, "android url")?,
             permanent: r.bool("permanent")?,
             expires_at: r.u64("expires at")?,
-            drop_query: r.bool("drop query")?,
+            drop_query: r.added(|r| r.bool("drop query"))?.unwrap_or(true),
         })
     }
 }

@@ -39,7 +39,10 @@ impl AppLinkChange {
 /// Durable like creation. At least one change is required.
 ///
 /// `drop_query` came after version 1 shipped, as the body's last field: a
-/// body that ends before it (an older sender) keeps the link's setting.
+/// body that ends before it (an older sender) keeps the link's setting,
+/// and the encoder leaves it out when it keeps the setting, so that an
+/// update that doesn't touch it is one a node of the release before reads
+/// (one that does is refused there: trailing bytes).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LinkUpdate {
     pub code: String,
@@ -79,14 +82,17 @@ impl Wire for LinkUpdate {
         put_opt_u64(out, self.ttl_ms);
         self.ios.encode(out);
         self.android.encode(out);
-        for switch in [self.permanent, self.drop_query] {
-            match switch {
-                None => out.put_u8(0),
-                Some(on) => {
-                    out.put_u8(1);
-                    out.put_bool(on);
-                }
+        let put_switch = |out: &mut BytesMut, switch: Option<bool>| match switch {
+            None => out.put_u8(0),
+            Some(on) => {
+                out.put_u8(1);
+                out.put_bool(on);
             }
+        };
+        put_switch(out, self.permanent);
+        // Added later: absent means keep (see the type's docs).
+        if self.drop_query.is_some() {
+            put_switch(out, self.drop_query);
         }
     }
 
@@ -98,10 +104,9 @@ impl Wire for LinkUpdate {
             ios: AppLinkChange::decode(r, "ios url")?,
             android: AppLinkChange::decode(r, "android url")?,
             permanent: r.option("permanent", |r| r.bool("permanent"))?,
-            drop_query: match r.remaining() {
-                0 => None,
-                _ => r.option("drop query", |r| r.bool("drop query"))?,
-            },
+            drop_query: r
+                .added(|r| r.option("drop query", |r| r.bool("drop query")))?
+                .flatten(),
         };
         if u.url.is_none()
             && u.ttl_ms.is_none()

@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7379";
 pub const DEFAULT_HTTP: &str = "127.0.0.1:7380";
+/// The RESP listener's port is the protocol listener's plus this (7381
+/// beside the default 7379; Redis's 6379 stays free for a local Redis).
+pub const RESP_PORT_OFFSET: u16 = 2;
 pub const DEFAULT_DATA_DIR: &str = "rush-data";
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 pub const DEFAULT_LISTEN_BACKLOG: u32 = 4096;
@@ -46,6 +49,16 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+/// Where the RESP listener goes when `server.resp_listen` is not set:
+/// the protocol listener's host, its port + [`RESP_PORT_OFFSET`] (0 stays 0).
+pub fn default_resp_addr(protocol: SocketAddr) -> SocketAddr {
+    let port = match protocol.port() {
+        0 => 0,
+        p => p.saturating_add(RESP_PORT_OFFSET),
+    };
+    SocketAddr::new(protocol.ip(), port)
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -79,6 +92,12 @@ pub struct ServerConfig {
     pub listen: String,
     /// HTTP listener for /metrics, /health, /ready. Empty turns it off.
     pub http: String,
+    /// RESP (Redis protocol) listener. Not set: beside the protocol
+    /// listener, on its host at its port + 2 (127.0.0.1:7381 by default;
+    /// port 0 when the protocol listener's is 0), skipped with a warning if
+    /// that address is taken. Set: that address, which must bind. Empty
+    /// turns it off.
+    pub resp_listen: Option<String>,
     /// Connections beyond this are answered UNAVAILABLE and closed.
     pub max_connections: usize,
     /// Accept queue of each listener (protocol, HTTP, redirects):
@@ -116,6 +135,7 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: DEFAULT_LISTEN.into(),
             http: DEFAULT_HTTP.into(),
+            resp_listen: None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             listen_backlog: DEFAULT_LISTEN_BACKLOG,
             max_frame_bytes: rush_protocol::limits::DEFAULT_MAX_FRAME,

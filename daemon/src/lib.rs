@@ -54,6 +54,7 @@ pub mod kv;
 pub mod limits;
 pub mod links;
 pub mod metrics;
+pub mod resp;
 pub mod segments;
 pub mod server;
 pub mod services;

@@ -15,6 +15,7 @@ pub mod codec;
 pub mod error;
 pub mod frame;
 pub mod limits;
+pub mod resp;
 pub mod slot;
 
 pub use cmd::links::code::{link_slot, Code};

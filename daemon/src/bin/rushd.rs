@@ -33,6 +33,10 @@ struct Args {
     /// HTTP address for /metrics, /health, /ready ("" turns it off).
     #[arg(long, env = "RUSH_HTTP")]
     http: Option<String>,
+    /// RESP (Redis protocol) listener address ("" turns it off; default:
+    /// the protocol listener's port + 2).
+    #[arg(long, env = "RUSH_RESP")]
+    resp: Option<String>,
     /// Short-link redirect listener for GET /{code} ("" turns it off, the default).
     #[arg(long, env = "RUSH_REDIRECT")]
     redirect: Option<String>,
@@ -106,6 +110,9 @@ fn main() -> anyhow::Result<()> {
     if let Some(v) = args.http {
         config.server.http = v;
     }
+    if let Some(v) = args.resp {
+        config.server.resp_listen = Some(v);
+    }
     if let Some(v) = args.redirect {
         config.links.redirect_listen = v;
     }
@@ -161,11 +168,16 @@ fn main() -> anyhow::Result<()> {
             .redirect_addr()
             .map(|a| a.to_string())
             .unwrap_or_else(|| "off".into());
+        let resp = running
+            .resp_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "off".into());
         println!(
-            "rushd serving {} http {} redirect {}",
+            "rushd serving {} http {} redirect {} resp {}",
             running.addr(),
             http,
-            redirect
+            redirect,
+            resp
         );
         shutdown_signal().await;
         tracing::info!("shutting down: draining connections");

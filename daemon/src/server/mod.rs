@@ -13,6 +13,7 @@ pub(crate) mod node_cmds;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::resp::Protocol;
 use crate::shard::{self, ShardContext, ShardHandle};
 use crate::storage::{keys, Storage};
 use anyhow::Context;
@@ -66,8 +67,10 @@ pub struct Running {
     addr: SocketAddr,
     http_addr: Option<SocketAddr>,
     redirect_addr: Option<SocketAddr>,
+    resp_addr: Option<SocketAddr>,
     shutdown_tx: watch::Sender<bool>,
     accept: JoinHandle<()>,
+    resp_accept: Option<JoinHandle<()>>,
     http: Option<JoinHandle<()>>,
     /// The short-link redirect listener; stops (gracefully) with the accept
     /// loop, before the shards it sends jobs to.
@@ -83,6 +86,11 @@ impl Running {
 
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr
+    }
+
+    /// The RESP listener's address, when it is on.
+    pub fn resp_addr(&self) -> Option<SocketAddr> {
+        self.resp_addr
     }
 
     /// The short-link redirect listener's address, when it is on.
@@ -116,6 +124,9 @@ impl Running {
         node.ready.store(false, Ordering::SeqCst);
         let _ = self.shutdown_tx.send(true);
         let _ = self.accept.await;
+        if let Some(resp) = self.resp_accept {
+            let _ = resp.await;
+        }
         if let Some(http) = self.http {
             http.abort();
             let _ = http.await;
@@ -193,6 +204,8 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
         .await
         .with_context(|| format!("binding {}", config.server.listen))?;
     let addr = listener.local_addr()?;
+    let resp_listener = bind_resp(&config, addr).await?;
+    let resp_addr = resp_listener.as_ref().map(|l| l.local_addr()).transpose()?;
     let http_listener = if config.server.http.is_empty() {
         None
     } else {
@@ -302,7 +315,20 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
         threads.push(shard::start(s).context("starting shard thread")?);
     }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let accept = tokio::spawn(accept_loop(listener, node.clone(), shutdown_rx.clone()));
+    let accept = tokio::spawn(accept_loop(
+        listener,
+        Protocol::Binary,
+        node.clone(),
+        shutdown_rx.clone(),
+    ));
+    let resp_accept = resp_listener.map(|l| {
+        tokio::spawn(accept_loop(
+            l,
+            Protocol::Resp,
+            node.clone(),
+            shutdown_rx.clone(),
+        ))
+    });
     let http = http_listener.map(|l| tokio::spawn(crate::http::serve(l, Arc::downgrade(&node))));
     let redirect = redirect_listener.map(|l| {
         tokio::spawn(crate::links::redirect::serve(
@@ -315,14 +341,16 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
     // A slot move this node was coordinating when it stopped is resolved
     // in the background (its slot answers TRYAGAIN meanwhile).
     crate::cluster::recover_at_start(&node);
-    tracing::info!(%addr, http = %http_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), redirect = %redirect_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), base_url = %node.config.links.base_url, shards = node.shards.len(), node = %node.node_id, "rushd ready");
+    tracing::info!(%addr, resp = %resp_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), http = %http_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), redirect = %redirect_addr.map(|a| a.to_string()).unwrap_or_else(|| "off".into()), base_url = %node.config.links.base_url, shards = node.shards.len(), node = %node.node_id, "rushd ready");
     Ok(Running {
         node,
         addr,
         http_addr,
         redirect_addr,
+        resp_addr,
         shutdown_tx,
         accept,
+        resp_accept,
         http,
         redirect,
         shard_threads: threads,
@@ -339,6 +367,30 @@ pub async fn run(
     shutdown.await;
     tracing::info!("shutting down: draining connections");
     running.shutdown().await
+}
+
+/// The RESP listener: where `server.resp_listen` says, or, when it says
+/// nothing, beside the protocol listener (see
+/// [`crate::config::ServerConfig::resp_listen`]). Only an address set
+/// explicitly must bind; the default one is skipped with a warning when it
+/// is taken, so a second node on one host still starts.
+async fn bind_resp(config: &Config, protocol: SocketAddr) -> anyhow::Result<Option<TcpListener>> {
+    let (addr, explicit) = match &config.server.resp_listen {
+        Some(a) if a.is_empty() => return Ok(None),
+        Some(a) => (a.clone(), true),
+        None => (
+            crate::config::default_resp_addr(protocol).to_string(),
+            false,
+        ),
+    };
+    match bind(&addr, config.server.listen_backlog).await {
+        Ok(l) => Ok(Some(l)),
+        Err(e) if !explicit => {
+            tracing::warn!(%addr, error = %e, "RESP listener off: its default address is taken; set server.resp_listen");
+            Ok(None)
+        }
+        Err(e) => Err(e).with_context(|| format!("binding the RESP listener {addr}")),
+    }
 }
 
 /// Binds a listener with an explicit accept queue (tokio's `bind` uses
@@ -401,6 +453,7 @@ fn node_id(config: &Config, storage: &Storage) -> anyhow::Result<String> {
 
 async fn accept_loop(
     listener: TcpListener,
+    protocol: Protocol,
     node: Arc<NodeShared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -422,7 +475,7 @@ async fn accept_loop(
         if open >= node.config.server.max_connections {
             node.connections.fetch_sub(1, Ordering::SeqCst);
             node.metrics.connections_rejected.inc();
-            tokio::spawn(refuse(stream, node.config.server.max_connections));
+            tokio::spawn(refuse(stream, protocol, node.config.server.max_connections));
             continue;
         }
         node.metrics.connections_total.inc();
@@ -434,7 +487,7 @@ async fn accept_loop(
         let handed = stream
             .into_std()
             .map_err(|_| ())
-            .and_then(|s| shard.accept(s).map_err(|_| ()));
+            .and_then(|s| shard.accept(s, protocol).map_err(|_| ()));
         if handed.is_err() {
             node.connections.fetch_sub(1, Ordering::SeqCst);
             node.metrics.connections.dec();
@@ -443,13 +496,19 @@ async fn accept_loop(
 }
 
 /// Tell a connection over the limit why it is closed (request id 0).
-async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
+async fn refuse(mut stream: tokio::net::TcpStream, protocol: Protocol, max: usize) {
     use tokio::io::AsyncWriteExt;
     let mut buf = bytes::BytesMut::new();
     let err = rush_protocol::RushError::unavailable(format!(
         "too many connections (max_connections = {max}); try another node or later"
     ));
-    rush_protocol::frame::encode_error(&mut buf, 0, 0, &err);
+    match protocol {
+        Protocol::Binary => rush_protocol::frame::encode_error(&mut buf, 0, 0, &err),
+        // Redis's own words for this.
+        Protocol::Resp => {
+            rush_protocol::resp::write::error(&mut buf, "ERR max number of clients reached")
+        }
+    }
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&buf)).await;
     let _ = stream.shutdown().await;
 }

@@ -294,6 +294,9 @@ pub struct Conn {
     pub last_read: Instant,
     pub frame_started: Option<Instant>,
     pub write_stalled: Option<Instant>,
+    /// A RESP connection's codec: its answers leave `out` as RESP, in
+    /// command order (`crate::resp`). None on the binary protocol.
+    pub resp: Option<Box<crate::resp::RespConn>>,
 }
 
 impl Conn {
@@ -320,19 +323,28 @@ impl Conn {
             last_read: now,
             frame_started: None,
             write_stalled: None,
+            resp: None,
         }
     }
 
     /// Unwritten answers, held or not.
     pub fn queued_output(&self) -> usize {
-        self.out.len() + self.held.len()
+        self.out.len() + self.held.len() + self.resp.as_ref().map_or(0, |r| r.queued_output())
+    }
+
+    /// Answers ready to be written (a write is worth trying).
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty() || self.resp.as_ref().is_some_and(|r| !r.wire.is_empty())
     }
 
     /// How many bytes to ask the next read for: the rest of an announced
     /// frame (already checked against the frame limit by parsing), or the
     /// read-ahead.
     pub fn next_read_size(&self) -> usize {
-        let want = if self.rbuf.len() >= 4 {
+        let want = if self.resp.is_some() {
+            // RESP announces no length up front; the parser bounds it.
+            0
+        } else if self.rbuf.len() >= 4 {
             4 + u32::from_be_bytes(self.rbuf[..4].try_into().expect("4 bytes")) as usize
         } else {
             0
@@ -359,21 +371,28 @@ impl Conn {
     /// Write what may be written. `Ok(true)` when everything (TLS's own
     /// bytes included) is out.
     pub fn flush(&mut self, now: Instant) -> io::Result<bool> {
+        if let Some(r) = self.resp.as_deref_mut() {
+            r.take_answers(&mut self.out);
+        }
         if self.io.wants_write() {
             self.io.flush_tls()?;
         }
-        while !self.out.is_empty() {
-            let n = self.io.write(&self.out)?;
+        let out = match self.resp.as_deref_mut() {
+            Some(r) => &mut r.wire,
+            None => &mut self.out,
+        };
+        while !out.is_empty() {
+            let n = self.io.write(out)?;
             if n == 0 {
                 self.writable = false;
                 self.write_stalled.get_or_insert(now);
                 return Ok(false);
             }
-            self.out.advance(n);
+            out.advance(n);
             self.write_stalled = None;
         }
-        if self.out.capacity() > KEEP_BUFFER {
-            self.out = BytesMut::new();
+        if out.capacity() > KEEP_BUFFER {
+            *out = BytesMut::new();
         }
         if self.io.wants_write() {
             self.write_stalled.get_or_insert(now);

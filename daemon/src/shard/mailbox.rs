@@ -161,10 +161,14 @@ impl ShardHandle {
 
     /// Hand a freshly accepted connection to this shard; the stream comes
     /// back if the shard is gone.
-    pub fn accept(&self, stream: std::net::TcpStream) -> Result<(), std::net::TcpStream> {
-        match self.post(ShardMsg::Accept(stream)) {
+    pub fn accept(
+        &self,
+        stream: std::net::TcpStream,
+        protocol: crate::resp::Protocol,
+    ) -> Result<(), std::net::TcpStream> {
+        match self.post(ShardMsg::Accept(stream, protocol)) {
             Ok(()) => Ok(()),
-            Err(ShardMsg::Accept(s)) => Err(s),
+            Err(ShardMsg::Accept(s, _)) => Err(s),
             Err(_) => unreachable!("a stream comes back as a stream"),
         }
     }

@@ -154,8 +154,8 @@ pub struct Job {
 pub enum ShardMsg {
     /// The node the shard serves (sent once, before any connection).
     Node(Arc<NodeShared>),
-    /// A freshly accepted connection.
-    Accept(std::net::TcpStream),
+    /// A freshly accepted connection, and the protocol its listener speaks.
+    Accept(std::net::TcpStream, crate::resp::Protocol),
     /// A connection moved here from another shard (SHARD_BIND).
     Adopt(Box<conn::Conn>),
     Job(Job),

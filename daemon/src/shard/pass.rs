@@ -92,6 +92,8 @@ pub(crate) struct Loop {
     next_gen: u32,
     // Limits, from the config.
     max_frame: usize,
+    /// RESP commands are held to the frame limit as a whole.
+    resp_limits: rush_protocol::resp::Limits,
     max_inflight_requests: usize,
     max_inflight_bytes: usize,
     /// This shard's part of `server.global_inflight_bytes`.
@@ -173,7 +175,7 @@ impl Shard {
                 }
                 if ev.is_writable() || ev.is_write_closed() {
                     c.writable = true;
-                    if !c.out.is_empty() || c.io.wants_write() {
+                    if c.has_output() || c.io.wants_write() {
                         self.io.touch(idx);
                     }
                 }
@@ -218,7 +220,7 @@ impl Shard {
             messages += 1;
             match msg {
                 ShardMsg::Node(node) => self.node = Some(node),
-                ShardMsg::Accept(stream) => self.accept(stream, now),
+                ShardMsg::Accept(stream, protocol) => self.accept(stream, protocol, now),
                 ShardMsg::Adopt(conn) => self.adopt_conn(conn),
                 ShardMsg::Job(job) => {
                     taken += 1;

@@ -18,6 +18,7 @@ impl Loop {
             conns: slab::Slab::new(),
             next_gen: 0,
             max_frame: s.max_frame_bytes,
+            resp_limits: rush_protocol::resp::Limits::with_max_command(s.max_frame_bytes),
             max_inflight_requests: s.max_inflight_requests,
             max_inflight_bytes: s.max_inflight_bytes,
             inflight_budget: (s.global_inflight_bytes / shards.max(1)).max(s.max_inflight_bytes),

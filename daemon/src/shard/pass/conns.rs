@@ -105,7 +105,12 @@ impl Shard {
         }
     }
 
-    pub(super) fn accept(&mut self, stream: std::net::TcpStream, now: Instant) {
+    pub(super) fn accept(
+        &mut self,
+        stream: std::net::TcpStream,
+        protocol: crate::resp::Protocol,
+        now: Instant,
+    ) {
         let fail = |shard: &mut Shard, why: &str| {
             tracing::warn!(shard = shard.id, why, "dropping an accepted connection");
             shard.connection_gone();
@@ -133,7 +138,11 @@ impl Shard {
             authenticated: open,
             admin: open,
         };
-        entry.insert(Conn::new(io, self.io.next_gen, state, now));
+        let mut conn = Conn::new(io, self.io.next_gen, state, now);
+        if protocol == crate::resp::Protocol::Resp {
+            conn.resp = Some(Box::default());
+        }
+        entry.insert(conn);
         if self.io.draining.is_some() {
             self.io.close_soon(idx, "shutdown");
         } else {

@@ -3,12 +3,14 @@
 //! this shard, forwarded to its own, or handed to a node task.
 
 use super::{Origin, Work};
+use crate::resp::command::{self, Decoded, Now};
 use crate::server::node_cmds::{self, NodeAnswer};
 use crate::shard::conn::{ConnId, ReadOutcome};
 use crate::shard::forward::Forwarded;
 use crate::shard::txn::Txn;
 use crate::shard::{ReplySink, Shard};
 use rush_protocol::frame::{self, Frame, FrameError, Header, HEADER_LEN, VERSION};
+use rush_protocol::resp;
 use rush_protocol::{ErrorCode, Opcode, Request, RushError, Service, Target};
 use std::time::Instant;
 
@@ -70,6 +72,17 @@ impl Shard {
                     self.io.blocked.push(idx);
                 }
                 break;
+            }
+            if c.resp.is_some() {
+                match rush_protocol::resp::parse(&mut c.rbuf, &self.io.resp_limits) {
+                    Ok(Some(args)) => self.on_resp(idx, gen, args, now, now_ms, txn),
+                    Ok(None) => break,
+                    Err(e) => {
+                        self.resp_protocol_error(idx, e);
+                        break;
+                    }
+                }
+                continue;
             }
             match frame::parse(&mut c.rbuf, self.io.max_frame) {
                 Ok(Some(f)) => self.on_frame(idx, gen, f, now, now_ms, txn),
@@ -195,6 +208,44 @@ impl Shard {
             Ok(r) => r,
             Err(e) => return early(self, e, held),
         };
+        self.on_request(idx, gen, h.request_id, request, size, now, now_ms, txn);
+    }
+
+    /// One decoded request of connection `idx` (either protocol): checked
+    /// for admin, then run here, forwarded, or handed to the node.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_request(
+        &mut self,
+        idx: usize,
+        gen: u32,
+        request_id: u64,
+        request: Request,
+        size: usize,
+        now: Instant,
+        now_ms: u64,
+        txn: &mut Txn,
+    ) {
+        let id = ConnId {
+            index: idx as u32,
+            gen,
+        };
+        let opcode = request.opcode().as_u8();
+        let h = Header::request(opcode, request_id);
+        let state = self.io.conns[idx].state;
+        let early = |shard: &mut Shard, err: RushError, held: bool| {
+            let metrics = shard.ctx.metrics.clone();
+            shard.io.answer_local(
+                id,
+                h.request_id,
+                h.opcode,
+                now,
+                &Err(err),
+                held,
+                None,
+                &metrics,
+            );
+        };
+        let held = txn.has_writes();
         let target = match request.target() {
             Ok(t) => t,
             Err(e) => return early(self, e, held),
@@ -298,5 +349,99 @@ impl Shard {
                 }
             }
         }
+    }
+}
+
+impl Shard {
+    /// One RESP command of connection `idx`: answered here, or run as the
+    /// request it maps onto (its answer is written in RESP, in order, when
+    /// the connection is written).
+    fn on_resp(
+        &mut self,
+        idx: usize,
+        gen: u32,
+        args: Vec<bytes::Bytes>,
+        now: Instant,
+        now_ms: u64,
+        txn: &mut Txn,
+    ) {
+        // What the command holds in flight: its arguments and their headers.
+        let size = args.iter().map(|a| a.len() + 16).sum::<usize>();
+        let auth_required = self.node.as_ref().is_some_and(|n| n.auth.required());
+        let c = &mut self.io.conns[idx];
+        let Some(r) = c.resp.as_deref_mut() else {
+            return;
+        };
+        match command::decode(args, c.state.authenticated, auth_required) {
+            Decoded::Now(answer) => {
+                r.answer(answer);
+                self.io.touch(idx);
+            }
+            Decoded::Quit => {
+                r.answer(Now::Simple("OK"));
+                self.stop_reading(idx);
+            }
+            Decoded::Run(request, shape) => {
+                let request_id = r.wait(shape);
+                // The same validation a binary request gets (key and value
+                // limits, field counts): through its wire form.
+                let mut body = bytes::BytesMut::new();
+                request.encode_body(&mut body);
+                let opcode = request.opcode().as_u8();
+                match Request::decode(opcode, body.freeze()) {
+                    Ok(request) => {
+                        self.on_request(idx, gen, request_id, request, size, now, now_ms, txn)
+                    }
+                    Err(e) => {
+                        let metrics = self.ctx.metrics.clone();
+                        let id = ConnId {
+                            index: idx as u32,
+                            gen,
+                        };
+                        self.io.answer_local(
+                            id,
+                            request_id,
+                            opcode,
+                            now,
+                            &Err(e),
+                            txn.has_writes(),
+                            None,
+                            &metrics,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Bytes that are no RESP: say why (`-ERR Protocol error: ...`), as
+    /// Redis does, and close once what came before is answered.
+    fn resp_protocol_error(&mut self, idx: usize, e: resp::RespError) {
+        let reason = match e {
+            resp::RespError::TooLarge { .. } => "frame too large",
+            _ => "malformed frame",
+        };
+        self.ctx
+            .metrics
+            .frames_rejected
+            .with_label_values(&[reason])
+            .inc();
+        if let Some(r) = self.io.conns[idx].resp.as_deref_mut() {
+            r.answer(Now::Error(format!("ERR Protocol error: {e}")));
+        }
+        self.stop_reading(idx);
+    }
+
+    /// Read nothing more from connection `idx`; it closes once everything
+    /// read so far is answered and written.
+    fn stop_reading(&mut self, idx: usize) {
+        let c = &mut self.io.conns[idx];
+        c.rbuf.clear();
+        c.readable = false;
+        if !c.peer_closed {
+            c.peer_closed = true;
+            self.io.half_closed.push(idx);
+        }
+        self.io.touch(idx);
     }
 }

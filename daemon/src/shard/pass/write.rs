@@ -129,7 +129,7 @@ impl Shard {
             ) {
                 continue;
             }
-            if !c.writable && !c.out.is_empty() {
+            if !c.writable && c.has_output() {
                 // The socket is full; its writable event brings it back.
                 c.write_stalled.get_or_insert(now);
                 continue;

@@ -1,0 +1,176 @@
+//! RESP, the Redis protocol, on its own listener (`server.resp_listen`),
+//! served by the same shard loops as the binary protocol.
+//!
+//! The seam is a per-connection codec and nothing else: a RESP command
+//! becomes the same [`rush_protocol::Request`] a binary client would send
+//! ([`command::decode`]), and goes through the same path — authentication,
+//! routing, forwarding to its shard, admission, the pass's group commit
+//! (answers to writes are held until they are synced), backpressure and the
+//! connection's output bounds. Its answer is encoded as a binary answer
+//! frame into the connection's output like any other; when the connection
+//! is written, [`RespConn::take_answers`] turns those frames into RESP, in
+//! the order the commands were sent (RESP has no request ids: answers of
+//! forwarded requests can come back before those of earlier local ones, so
+//! they wait in the connection's queue until their turn).
+//!
+//! The cost is one extra encode and decode of each answer; the hot path's
+//! µs per operation are left for a later change with its A/B (STYLE 13).
+//!
+//! `protocol/RESP.md` documents the commands and their replies.
+
+pub mod command;
+pub mod reply;
+
+use bytes::BytesMut;
+use command::{Now, Shape};
+use rush_protocol::frame;
+use rush_protocol::limits::MAX_FRAME_CEILING;
+use rush_protocol::resp::write;
+use rush_protocol::{Reply, RushError};
+use std::collections::VecDeque;
+
+/// Which protocol a listener, and so a connection, speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Binary,
+    Resp,
+}
+
+/// One command's place in the connection's answer order. Answers are
+/// written when their turn comes, in the protocol version in effect then
+/// (a `HELLO` before them may have switched it).
+enum Pending {
+    /// Runs through the request path; its answer frame carries the
+    /// sequence number as request id.
+    Waiting(Shape),
+    /// Its answer (of this many frame bytes) came ahead of its turn.
+    Answered(Shape, Result<Reply, RushError>, usize),
+    /// Answered without a request.
+    Now(Now),
+}
+
+/// A RESP connection's codec state.
+pub struct RespConn {
+    /// 2 or 3 (`HELLO 3`).
+    pub proto: u8,
+    /// The sequence number of `queue`'s first entry. Sequence numbers are
+    /// the request ids of this connection's requests.
+    base: u64,
+    /// Commands not yet answered on the wire, oldest first. Bounded by the
+    /// connection's budgets: reading stops while too much is in flight or
+    /// unwritten.
+    queue: VecDeque<Pending>,
+    /// RESP bytes ready to be written.
+    pub wire: BytesMut,
+    /// Bytes of answers in `queue` (as they came, or as estimated).
+    queued_bytes: usize,
+}
+
+impl Default for RespConn {
+    fn default() -> Self {
+        RespConn {
+            proto: 2,
+            base: 1,
+            queue: VecDeque::new(),
+            wire: BytesMut::new(),
+            queued_bytes: 0,
+        }
+    }
+}
+
+impl RespConn {
+    /// Unwritten answers.
+    pub fn queued_output(&self) -> usize {
+        self.wire.len() + self.queued_bytes
+    }
+
+    /// A command that runs through the request path: its request id.
+    pub fn wait(&mut self, shape: Shape) -> u64 {
+        self.queue.push_back(Pending::Waiting(shape));
+        self.base + self.queue.len() as u64 - 1
+    }
+
+    /// A command answered without a request.
+    pub fn answer(&mut self, now: Now) {
+        if self.queue.is_empty() {
+            write_now(&mut self.wire, &mut self.proto, now);
+        } else {
+            self.queued_bytes += now.estimate();
+            self.queue.push_back(Pending::Now(now));
+        }
+    }
+
+    /// Turn the answer frames in `out` into RESP, in command order.
+    pub fn take_answers(&mut self, out: &mut BytesMut) {
+        while let Ok(Some(f)) = frame::parse(out, MAX_FRAME_CEILING * 2) {
+            let Some(i) = f
+                .header
+                .request_id
+                .checked_sub(self.base)
+                .map(|i| i as usize)
+                .filter(|&i| i < self.queue.len())
+            else {
+                tracing::warn!(
+                    request_id = f.header.request_id,
+                    "a RESP answer no command waits for; dropped"
+                );
+                continue;
+            };
+            let Pending::Waiting(shape) = &self.queue[i] else {
+                continue;
+            };
+            let shape = shape.clone();
+            let size = f.body.len();
+            let result = reply::decode_answer(f.header.opcode, f.body);
+            if i == 0 {
+                self.queue.pop_front();
+                self.base += 1;
+                reply::render(&mut self.wire, &mut self.proto, &shape, result);
+                self.drain();
+            } else {
+                self.queued_bytes += size;
+                self.queue[i] = Pending::Answered(shape, result, size);
+            }
+        }
+    }
+
+    /// Write the answers whose turn has come.
+    fn drain(&mut self) {
+        loop {
+            match self.queue.front() {
+                Some(Pending::Answered(..) | Pending::Now(_)) => {}
+                _ => return,
+            }
+            self.base += 1;
+            match self.queue.pop_front() {
+                Some(Pending::Answered(shape, result, size)) => {
+                    self.queued_bytes = self.queued_bytes.saturating_sub(size);
+                    reply::render(&mut self.wire, &mut self.proto, &shape, result);
+                }
+                Some(Pending::Now(now)) => {
+                    self.queued_bytes = self.queued_bytes.saturating_sub(now.estimate());
+                    write_now(&mut self.wire, &mut self.proto, now);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Write an answer that needed no request. `HELLO 2|3` switches the
+/// connection's version first: it is answered in the version it asked for.
+fn write_now(out: &mut BytesMut, proto: &mut u8, answer: Now) {
+    if let Now::Hello { proto: p @ (2 | 3) } = answer {
+        *proto = p;
+    }
+    let resp3 = *proto == 3;
+    match answer {
+        Now::Simple(s) => write::simple(out, s),
+        Now::Bulk(b) => write::bulk(out, &b),
+        Now::Integer(n) => write::integer(out, n),
+        Now::Error(e) => write::error(out, &e),
+        Now::Hello { .. } => reply::hello_map(out, resp3),
+        Now::Empty { map: true } => write::map(out, 0, resp3),
+        Now::Empty { map: false } => write::array(out, 0),
+    }
+}

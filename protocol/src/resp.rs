@@ -1,0 +1,574 @@
+//! RESP, the Redis serialization protocol: commands as Redis clients send
+//! them, and the writers for the replies they expect. The daemon maps the
+//! commands onto [`crate::Request`]s (see `protocol/RESP.md`); this module
+//! knows only the bytes.
+//!
+//! Requests come in two forms, both accepted on one connection and
+//! pipelined freely:
+//! - multibulk: `*<n>\r\n` then `n` times `$<len>\r\n<bytes>\r\n` (what
+//!   every client library and `redis-cli` send);
+//! - inline: one line of space-separated words ending in `\n` (what
+//!   `telnet` sends). Quotes are not interpreted.
+//!
+//! Decoding is two steps (STYLE 2): [`check`] walks the buffered bytes
+//! without allocating and says "incomplete, read more", "this can never be
+//! accepted" or "a whole command of this many bytes and arguments is here";
+//! only then [`parse`] splits it off the buffer and slices its arguments out
+//! of it without copying. Every limit (argument count, bulk length, inline
+//! line, whole command) is checked against what the client *announces*,
+//! before a byte of it is buffered for it.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// Most arguments one multibulk command may announce (Redis's own bound).
+pub const DEFAULT_MAX_ARGS: usize = 1024 * 1024;
+/// Longest inline command line, and longest `*`/`$` header line (Redis's
+/// `PROTO_INLINE_MAX_SIZE`).
+pub const DEFAULT_MAX_INLINE: usize = 64 * 1024;
+
+/// The bounds a connection's commands are held to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Arguments of one command (a larger `*<n>` is refused as announced).
+    pub max_args: usize,
+    /// Bytes of one argument (a larger `$<len>` is refused as announced).
+    pub max_bulk: usize,
+    /// Bytes of an inline line, or of a `*`/`$` header line.
+    pub max_inline: usize,
+    /// Bytes of one whole command, headers included: what the read buffer
+    /// may have to hold for it.
+    pub max_command: usize,
+}
+
+impl Limits {
+    /// The defaults for a server whose frames may be `max_command` bytes.
+    pub fn with_max_command(max_command: usize) -> Limits {
+        Limits {
+            max_args: DEFAULT_MAX_ARGS,
+            max_bulk: max_command,
+            max_inline: DEFAULT_MAX_INLINE,
+            max_command,
+        }
+    }
+}
+
+/// Bytes that can never become a command. The server answers
+/// `-ERR Protocol error: <this>` and closes the connection, as Redis does:
+/// after garbage there is no telling where the next command starts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RespError {
+    #[error("invalid multibulk length")]
+    MultibulkLength,
+    #[error("invalid bulk length")]
+    BulkLength,
+    #[error("expected '$', got '{}'", char::from(*.0).escape_default())]
+    ExpectedBulk(u8),
+    #[error("too big mbulk count string")]
+    CountLineTooLong,
+    #[error("too big bulk count string")]
+    BulkLineTooLong,
+    #[error("too big inline request")]
+    InlineTooLong,
+    #[error("bulk data not followed by CRLF")]
+    MissingCrlf,
+    #[error("command is larger than {max} bytes")]
+    TooLarge { max: usize },
+}
+
+/// What [`check`] found at the start of a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scan {
+    /// Bytes of the command, terminators included.
+    pub len: usize,
+    /// Its arguments (0: an empty command, which is skipped).
+    pub args: usize,
+    pub inline: bool,
+}
+
+/// Look at buffered bytes without allocating: `Ok(None)` when the command
+/// is not complete yet (and may still be accepted), `Ok(Some(scan))` when
+/// one is.
+pub fn check(buf: &[u8], limits: &Limits) -> Result<Option<Scan>, RespError> {
+    match buf.first() {
+        None => Ok(None),
+        Some(b'*') => check_multibulk(buf, limits),
+        Some(_) => check_inline(buf, limits),
+    }
+}
+
+fn check_inline(buf: &[u8], limits: &Limits) -> Result<Option<Scan>, RespError> {
+    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+        return if buf.len() > limits.max_inline {
+            Err(RespError::InlineTooLong)
+        } else {
+            Ok(None)
+        };
+    };
+    if nl > limits.max_inline {
+        return Err(RespError::InlineTooLong);
+    }
+    let args = inline_words(&buf[..nl]).count();
+    if args > limits.max_args {
+        return Err(RespError::MultibulkLength);
+    }
+    Ok(Some(Scan {
+        len: nl + 1,
+        args,
+        inline: true,
+    }))
+}
+
+/// The words of an inline line (without its `\n`; a `\r` before it is
+/// whitespace like any other).
+fn inline_words(line: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < line.len() && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == line.len() {
+            return None;
+        }
+        let start = i;
+        while i < line.len() && !line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        Some((start, i))
+    })
+}
+
+/// A header line at `buf[at..]` (`*` or `$` already seen at `at`): its
+/// number and where the next line starts, or `None` when not all here.
+fn header_line(
+    buf: &[u8],
+    at: usize,
+    limits: &Limits,
+    too_long: RespError,
+    invalid: RespError,
+) -> Result<Option<(i64, usize)>, RespError> {
+    let rest = &buf[at + 1..];
+    let Some(cr) = rest.iter().position(|&b| b == b'\r') else {
+        return if rest.len() > limits.max_inline {
+            Err(too_long)
+        } else {
+            Ok(None)
+        };
+    };
+    if cr > limits.max_inline {
+        return Err(too_long);
+    }
+    let Some(&lf) = rest.get(cr + 1) else {
+        return Ok(None);
+    };
+    if lf != b'\n' {
+        return Err(invalid);
+    }
+    let n = parse_int(&rest[..cr]).ok_or(invalid)?;
+    Ok(Some((n, at + 1 + cr + 2)))
+}
+
+/// A decimal integer as Redis's `string2ll` accepts it: an optional `-`,
+/// digits, no leading zeros (but "0"), no `+`, no spaces, no overflow.
+fn parse_int(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.split_first() {
+        Some((b'-', d)) => (true, d),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits.len() > 19 || (digits.len() > 1 && digits[0] == b'0') {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
+    }
+    if neg {
+        (v != 0).then_some(v)
+    } else {
+        v.checked_neg()
+    }
+}
+
+fn check_multibulk(buf: &[u8], limits: &Limits) -> Result<Option<Scan>, RespError> {
+    let Some((count, mut at)) = header_line(
+        buf,
+        0,
+        limits,
+        RespError::CountLineTooLong,
+        RespError::MultibulkLength,
+    )?
+    else {
+        return Ok(None);
+    };
+    if count <= 0 {
+        // `*0` and `*-1`: nothing to run (Redis skips them too).
+        return Ok(Some(Scan {
+            len: at,
+            args: 0,
+            inline: false,
+        }));
+    }
+    let count = count as u64;
+    if count > limits.max_args as u64 {
+        return Err(RespError::MultibulkLength);
+    }
+    let too_large = RespError::TooLarge {
+        max: limits.max_command,
+    };
+    for _ in 0..count {
+        if at > limits.max_command {
+            return Err(too_large);
+        }
+        let Some(&first) = buf.get(at) else {
+            return Ok(None);
+        };
+        if first != b'$' {
+            return Err(RespError::ExpectedBulk(first));
+        }
+        let Some((len, data)) = header_line(
+            buf,
+            at,
+            limits,
+            RespError::BulkLineTooLong,
+            RespError::BulkLength,
+        )?
+        else {
+            return Ok(None);
+        };
+        if len < 0 || len as u64 > limits.max_bulk as u64 {
+            return Err(RespError::BulkLength);
+        }
+        let end = data + len as usize;
+        if end + 2 > limits.max_command {
+            return Err(too_large);
+        }
+        if buf.len() < end + 2 {
+            return Ok(None);
+        }
+        if &buf[end..end + 2] != b"\r\n" {
+            return Err(RespError::MissingCrlf);
+        }
+        at = end + 2;
+    }
+    Ok(Some(Scan {
+        len: at,
+        args: count as usize,
+        inline: false,
+    }))
+}
+
+/// Split the next command off `buf`: its arguments, sliced out of the
+/// buffer without copying. `Ok(None)`: not complete yet. Empty commands
+/// (`*0`, blank lines) are consumed and skipped.
+pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Vec<Bytes>>, RespError> {
+    loop {
+        let Some(scan) = check(buf, limits)? else {
+            return Ok(None);
+        };
+        let raw = buf.split_to(scan.len).freeze();
+        if scan.args == 0 {
+            continue;
+        }
+        let mut args = Vec::with_capacity(scan.args);
+        if scan.inline {
+            let line = &raw[..raw.len() - 1];
+            args.extend(inline_words(line).map(|(s, e)| raw.slice(s..e)));
+        } else {
+            // Checked above: every header is well formed and in bounds.
+            let mut at = raw.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
+            for _ in 0..scan.args {
+                let nl = at + raw[at..].iter().position(|&b| b == b'\n').unwrap_or(0);
+                let len = parse_int(&raw[at + 1..nl - 1]).unwrap_or(0) as usize;
+                let data = nl + 1;
+                args.push(raw.slice(data..data + len));
+                at = data + len + 2;
+            }
+        }
+        return Ok(Some(args));
+    }
+}
+
+/// Reply writers. `resp3`: the connection said `HELLO 3`; where RESP3 has a
+/// type of its own (null, map) it is used, otherwise RESP2's.
+pub mod write {
+    use super::*;
+
+    /// `+OK` and the like. Line breaks in `s` become spaces.
+    pub fn simple(out: &mut BytesMut, s: &str) {
+        out.put_u8(b'+');
+        put_line(out, s.as_bytes());
+    }
+
+    /// `-PREFIX message`. Line breaks in `s` become spaces.
+    pub fn error(out: &mut BytesMut, s: &str) {
+        out.put_u8(b'-');
+        put_line(out, s.as_bytes());
+    }
+
+    pub fn integer(out: &mut BytesMut, v: i64) {
+        out.put_u8(b':');
+        put_decimal(out, v);
+        out.put_slice(b"\r\n");
+    }
+
+    pub fn bulk(out: &mut BytesMut, v: &[u8]) {
+        out.put_u8(b'$');
+        put_decimal(out, v.len() as i64);
+        out.put_slice(b"\r\n");
+        out.put_slice(v);
+        out.put_slice(b"\r\n");
+    }
+
+    /// The null reply: `$-1` in RESP2, `_` in RESP3.
+    pub fn null(out: &mut BytesMut, resp3: bool) {
+        out.put_slice(if resp3 { b"_\r\n" } else { b"$-1\r\n" });
+    }
+
+    /// A null array (RESP2 `*-1`, RESP3 `_`).
+    pub fn null_array(out: &mut BytesMut, resp3: bool) {
+        out.put_slice(if resp3 { b"_\r\n" } else { b"*-1\r\n" });
+    }
+
+    pub fn array(out: &mut BytesMut, len: usize) {
+        out.put_u8(b'*');
+        put_decimal(out, len as i64);
+        out.put_slice(b"\r\n");
+    }
+
+    /// A map of `pairs` entries: `%` in RESP3, a flat array of twice as
+    /// many elements in RESP2.
+    pub fn map(out: &mut BytesMut, pairs: usize, resp3: bool) {
+        if resp3 {
+            out.put_u8(b'%');
+            put_decimal(out, pairs as i64);
+            out.put_slice(b"\r\n");
+        } else {
+            array(out, pairs * 2);
+        }
+    }
+
+    fn put_line(out: &mut BytesMut, s: &[u8]) {
+        out.extend(
+            s.iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
+        out.put_slice(b"\r\n");
+    }
+
+    fn put_decimal(out: &mut BytesMut, v: i64) {
+        let mut digits = [0u8; 20];
+        let mut n = v.unsigned_abs();
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        if v < 0 {
+            out.put_u8(b'-');
+        }
+        out.put_slice(&digits[i..]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn limits() -> Limits {
+        Limits {
+            max_args: 8,
+            max_bulk: 16,
+            max_inline: 32,
+            max_command: 128,
+        }
+    }
+
+    fn all(input: &[u8], l: &Limits) -> Result<Vec<Vec<Bytes>>, RespError> {
+        let mut buf = BytesMut::from(input);
+        let mut cmds = Vec::new();
+        while let Some(c) = parse(&mut buf, l)? {
+            cmds.push(c);
+        }
+        Ok(cmds)
+    }
+
+    fn words(c: &[Bytes]) -> Vec<&[u8]> {
+        c.iter().map(|b| b.as_ref()).collect()
+    }
+
+    #[test]
+    fn multibulk_and_inline_pipelined() {
+        let input =
+            b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\n  SET a  b\r\n*0\r\n\r\n*1\r\n$0\r\n\r\n";
+        let cmds = all(input, &limits()).unwrap();
+        assert_eq!(cmds.len(), 4);
+        assert_eq!(words(&cmds[0]), [&b"GET"[..], b"k"]);
+        assert_eq!(words(&cmds[1]), [&b"PING"[..]]);
+        assert_eq!(words(&cmds[2]), [&b"SET"[..], b"a", b"b"]);
+        assert_eq!(words(&cmds[3]), [&b""[..]]);
+    }
+
+    #[test]
+    fn binary_safe_bulks() {
+        let cmds = all(b"*1\r\n$4\r\na\r\n\0\r\n", &limits()).unwrap();
+        assert_eq!(words(&cmds[0]), [&b"a\r\n\0"[..]]);
+    }
+
+    #[test]
+    fn incomplete_is_not_an_error_and_consumes_nothing() {
+        let whole = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+        for cut in 0..whole.len() {
+            let mut buf = BytesMut::from(&whole[..cut]);
+            assert_eq!(parse(&mut buf, &limits()), Ok(None), "cut at {cut}");
+            assert_eq!(buf.len(), cut);
+        }
+    }
+
+    #[test]
+    fn announced_sizes_are_refused_before_their_bytes_arrive() {
+        let l = limits();
+        let cases: &[(&[u8], RespError)] = &[
+            (b"*9\r\n", RespError::MultibulkLength),
+            (b"*99999999999999999999\r\n", RespError::MultibulkLength),
+            (b"*1\r\n$17\r\n", RespError::BulkLength),
+            (b"*1\r\n$-1\r\n", RespError::BulkLength),
+            (b"*1\r\n$9223372036854775807\r\n", RespError::BulkLength),
+            (b"*x\r\n", RespError::MultibulkLength),
+            (b"*01\r\n", RespError::MultibulkLength),
+            (b"*1\r\n:1\r\n", RespError::ExpectedBulk(b':')),
+            (b"*1\r\n$1\r\nab\r\n", RespError::MissingCrlf),
+            (b"*1\r\x00", RespError::MultibulkLength),
+            (
+                b"*8\r\n$16\r\n0123456789abcdef\r\n$16\r\n0123456789abcdef\r\n$16\r\n0123456789abcdef\r\n$16\r\n0123456789abcdef\r\n$16\r\n0123456789abcdef\r\n$16\r\n",
+                RespError::TooLarge { max: 128 },
+            ),
+        ];
+        for (input, want) in cases {
+            let mut buf = BytesMut::from(*input);
+            assert_eq!(
+                parse(&mut buf, &l).as_ref(),
+                Err(want),
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+        // Header and inline lines without an end, past the line limit.
+        let long = [b'1'; 40];
+        let mut star = b"*".to_vec();
+        star.extend_from_slice(&long);
+        assert_eq!(check(&star, &l), Err(RespError::CountLineTooLong));
+        let mut dollar = b"*1\r\n$".to_vec();
+        dollar.extend_from_slice(&long);
+        assert_eq!(check(&dollar, &l), Err(RespError::BulkLineTooLong));
+        assert_eq!(check(&[b'a'; 40], &l), Err(RespError::InlineTooLong));
+        let mut line = vec![b'a'; 40];
+        line.push(b'\n');
+        assert_eq!(check(&line, &l), Err(RespError::InlineTooLong));
+        // Too many inline words.
+        assert_eq!(
+            check(b"a b c d e f g h i\n", &l),
+            Err(RespError::MultibulkLength)
+        );
+    }
+
+    #[test]
+    fn errors_read_as_redis_words_them() {
+        assert_eq!(
+            RespError::ExpectedBulk(b':').to_string(),
+            "expected '$', got ':'"
+        );
+        assert_eq!(RespError::BulkLength.to_string(), "invalid bulk length");
+    }
+
+    #[test]
+    fn integers_as_redis_reads_them() {
+        assert_eq!(parse_int(b"0"), Some(0));
+        assert_eq!(parse_int(b"-1"), Some(-1));
+        assert_eq!(parse_int(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_int(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [
+            &b""[..],
+            b"-",
+            b"+1",
+            b"01",
+            b"-0",
+            b" 1",
+            b"1 ",
+            b"9223372036854775808",
+        ] {
+            assert_eq!(parse_int(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn writers() {
+        let mut out = BytesMut::new();
+        write::simple(&mut out, "OK");
+        write::error(&mut out, "ERR a\r\nb");
+        write::integer(&mut out, -42);
+        write::integer(&mut out, i64::MIN);
+        write::bulk(&mut out, b"hi");
+        write::null(&mut out, false);
+        write::null(&mut out, true);
+        write::map(&mut out, 2, false);
+        write::map(&mut out, 2, true);
+        assert_eq!(
+            &out[..],
+            &b"+OK\r\n-ERR a  b\r\n:-42\r\n:-9223372036854775808\r\n$2\r\nhi\r\n$-1\r\n_\r\n*4\r\n%2\r\n"[..]
+        );
+    }
+
+    fn encode(args: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        write::array(&mut out, args.len());
+        for a in args {
+            write::bulk(&mut out, a);
+        }
+        out.to_vec()
+    }
+
+    proptest! {
+        /// Any pipeline of commands, in any split into reads, parses back
+        /// to the same commands.
+        #[test]
+        fn pipelines_round_trip(
+            cmds in prop::collection::vec(prop::collection::vec(prop::collection::vec(any::<u8>(), 0..16), 1..8), 1..8),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let l = Limits { max_command: 4096, ..limits() };
+            let wire: Vec<u8> = cmds.iter().flat_map(|c| encode(c)).collect();
+            let cut = cut.index(wire.len() + 1);
+            let mut buf = BytesMut::from(&wire[..cut]);
+            let mut got = Vec::new();
+            while let Some(c) = parse(&mut buf, &l).unwrap() {
+                got.push(c);
+            }
+            buf.extend_from_slice(&wire[cut..]);
+            while let Some(c) = parse(&mut buf, &l).unwrap() {
+                got.push(c);
+            }
+            prop_assert!(buf.is_empty());
+            let got: Vec<Vec<Vec<u8>>> = got.iter().map(|c| c.iter().map(|a| a.to_vec()).collect()).collect();
+            prop_assert_eq!(got, cmds);
+        }
+
+        /// Arbitrary bytes never panic, and an accepted command never
+        /// breaks a limit.
+        #[test]
+        fn garbage_is_refused_or_bounded(input in prop::collection::vec(any::<u8>(), 0..256)) {
+            let l = limits();
+            let mut buf = BytesMut::from(&input[..]);
+            while let Ok(Some(c)) = parse(&mut buf, &l) {
+                prop_assert!(c.len() <= l.max_args);
+                prop_assert!(c.iter().all(|a| a.len() <= l.max_bulk.max(l.max_inline)));
+            }
+        }
+    }
+}

@@ -204,8 +204,6 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
         .await
         .with_context(|| format!("binding {}", config.server.listen))?;
     let addr = listener.local_addr()?;
-    let resp_listener = bind_resp(&config, addr).await?;
-    let resp_addr = resp_listener.as_ref().map(|l| l.local_addr()).transpose()?;
     let http_listener = if config.server.http.is_empty() {
         None
     } else {
@@ -229,6 +227,10 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
         .as_ref()
         .map(|l| l.local_addr())
         .transpose()?;
+    // RESP last: its default port (the protocol's + 2) gives way to a
+    // listener configured on it (deploy/cluster.sh puts redirects there).
+    let resp_listener = bind_resp(&config, addr).await?;
+    let resp_addr = resp_listener.as_ref().map(|l| l.local_addr()).transpose()?;
     // Short URLs name the redirect listener as bound (its real port when
     // configured as 0), unless links.base_url says otherwise.
     let short_urls = config.links.short_urls(&crate::links::config::Listeners {

@@ -143,15 +143,15 @@ async fn a_book_is_bounded_and_an_order_past_it_counts_nothing() {
             .await
             .unwrap();
     }
-    let e = c
-        .limit_acquire(
+    let one_more = || {
+        c.limit_acquire(
             "wide",
             user,
             "one-more",
             vec![OrderItem::new("sku-new", 1), OrderItem::new("sku-newer", 1)],
         )
-        .await
-        .expect_err("the book is full");
+    };
+    let e = one_more().await.expect_err("the book is full");
     assert_eq!(e.code(), Some(ErrorCode::TooLarge), "{e}");
     assert!(e.to_string().contains("10000"), "{e}");
     // Nothing of the refused order was counted, and its id is not used up.
@@ -168,15 +168,7 @@ async fn a_book_is_bounded_and_an_order_past_it_counts_nothing() {
     assert_eq!(e.code(), Some(ErrorCode::TooLarge), "{e}");
     // Releasing an order frees its entries; the refused order then fits.
     c.limit_release("wide", user, "o0").await.unwrap();
-    let r = c
-        .limit_acquire(
-            "wide",
-            user,
-            "one-more",
-            vec![OrderItem::new("sku-new", 1), OrderItem::new("sku-newer", 1)],
-        )
-        .await
-        .unwrap();
+    let r = one_more().await.unwrap();
     assert!(!r.replayed);
     node.stop().await;
 }

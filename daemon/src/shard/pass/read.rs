@@ -165,17 +165,7 @@ impl Shard {
         let size = f.body.len() + HEADER_LEN;
         let state = self.io.conns[idx].state;
         let early = |shard: &mut Shard, err: RushError, held: bool| {
-            let metrics = shard.ctx.metrics.clone();
-            shard.io.answer_local(
-                id,
-                h.request_id,
-                h.opcode,
-                now,
-                &Err(err),
-                held,
-                None,
-                &metrics,
-            );
+            shard.refuse(id, (h.request_id, h.opcode), now, err, held)
         };
         let held = txn.has_writes();
         if h.version != VERSION {
@@ -233,17 +223,7 @@ impl Shard {
         let h = Header::request(opcode, request_id);
         let state = self.io.conns[idx].state;
         let early = |shard: &mut Shard, err: RushError, held: bool| {
-            let metrics = shard.ctx.metrics.clone();
-            shard.io.answer_local(
-                id,
-                h.request_id,
-                h.opcode,
-                now,
-                &Err(err),
-                held,
-                None,
-                &metrics,
-            );
+            shard.refuse(id, (h.request_id, h.opcode), now, err, held)
         };
         let held = txn.has_writes();
         let target = match request.target() {
@@ -443,5 +423,31 @@ impl Shard {
             self.io.half_closed.push(idx);
         }
         self.io.touch(idx);
+    }
+}
+
+impl Shard {
+    /// Answer a request with an error before it runs (bad header, wrong
+    /// slot, admission): `held` when earlier writes of the pass hold the
+    /// answer until their commit.
+    fn refuse(
+        &mut self,
+        id: ConnId,
+        (request_id, opcode): (u64, u8),
+        received: Instant,
+        err: RushError,
+        held: bool,
+    ) {
+        let metrics = self.ctx.metrics.clone();
+        self.io.answer_local(
+            id,
+            request_id,
+            opcode,
+            received,
+            &Err(err),
+            held,
+            None,
+            &metrics,
+        );
     }
 }

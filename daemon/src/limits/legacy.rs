@@ -35,7 +35,13 @@ pub fn fold(
         // Keys are in (user, policy, rule, item) order: one book per run.
         let mut current: Option<(Vec<u8>, Option<Book>)> = None;
         for (key, raw) in &old {
-            let Some((user, policy, rule, item)) = keys::parse_limit_counter(key) else {
+            let Some(keys::OldCount {
+                user,
+                policy,
+                rule,
+                item,
+            }) = keys::parse_limit_counter(key)
+            else {
                 tracing::warn!(key = ?key, "a limit count key of the old layout does not parse; left as it is");
                 continue;
             };

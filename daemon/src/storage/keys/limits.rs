@@ -31,9 +31,18 @@ pub fn limit_counter(prefix: &[u8], rule: &str, item: &str) -> Vec<u8> {
     k
 }
 
-/// A count key of the layout before books taken apart: (user, policy,
-/// rule, item).
-pub fn parse_limit_counter(raw: &[u8]) -> Option<(&[u8], &[u8], &[u8], &[u8])> {
+/// A count key of the layout before books, taken apart.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OldCount<'k> {
+    pub user: &'k [u8],
+    pub policy: &'k [u8],
+    pub rule: &'k [u8],
+    /// Empty for a total rule.
+    pub item: &'k [u8],
+}
+
+/// A count key of the layout before books taken apart.
+pub fn parse_limit_counter(raw: &[u8]) -> Option<OldCount<'_>> {
     let (_, keyspace, rest) = split(raw)?;
     if keyspace != ks::LIMIT_COUNTER {
         return None;
@@ -41,7 +50,12 @@ pub fn parse_limit_counter(raw: &[u8]) -> Option<(&[u8], &[u8], &[u8], &[u8])> {
     let (user, rest) = take_part(rest)?;
     let (policy, rest) = take_part(rest)?;
     let (rule, item) = take_part(rest)?;
-    Some((user, policy, rule, item))
+    Some(OldCount {
+        user,
+        policy,
+        rule,
+        item,
+    })
 }
 
 /// One order's record.
@@ -62,14 +76,14 @@ mod tests {
         let prefix = limit_counters(7, b"u1", "flash");
         let a = limit_counter(&prefix, "item", "sku-1");
         let b = limit_counter(&prefix, "total", "");
-        assert_eq!(
-            parse_limit_counter(&a),
-            Some((&b"u1"[..], &b"flash"[..], &b"item"[..], &b"sku-1"[..]))
-        );
-        assert_eq!(
-            parse_limit_counter(&b),
-            Some((&b"u1"[..], &b"flash"[..], &b"total"[..], &b""[..]))
-        );
+        let old = |rule: &'static [u8], item: &'static [u8]| OldCount {
+            user: b"u1",
+            policy: b"flash",
+            rule,
+            item,
+        };
+        assert_eq!(parse_limit_counter(&a), Some(old(b"item", b"sku-1")));
+        assert_eq!(parse_limit_counter(&b), Some(old(b"total", b"")));
         // A key cut short, or of another keyspace, is not a counter.
         assert_eq!(parse_limit_counter(&a[..prefix.len() + 1]), None);
         assert_eq!(parse_limit_counter(&prefix), None);

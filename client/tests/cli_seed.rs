@@ -13,6 +13,8 @@
 //! port of the ephemeral range could be taken by someone's outgoing
 //! connection in between.
 
+mod common;
+
 use rush_client::{Client, ClientError, ClientOptions, RetryHook};
 use rush_daemon::{Clock, Config};
 use std::io::{BufRead, BufReader};
@@ -22,15 +24,7 @@ use std::time::{Duration, Instant};
 
 /// A loopback address nothing listens on, below the ephemeral range.
 fn free_fixed_addr() -> String {
-    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
-    let (from, to) = if low > 12_000 {
-        (10_000, low)
-    } else {
-        ((low / 2).max(1024), low.max(2048))
-    };
+    let (from, to) = common::fixed_port_range();
     for _ in 0..1000 {
         let port = rand::random_range(from..to);
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {

@@ -269,15 +269,7 @@ async fn readme_examples_run_as_written() {
 /// brings every node back on its ports, and no outgoing connection can
 /// take one in between.
 fn free_base() -> u16 {
-    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
-    let (from, to) = if low > 12_000 {
-        (10_000, low)
-    } else {
-        ((low / 2).max(1024), low.max(2048))
-    };
+    let (from, to) = common::fixed_port_range();
     for _ in 0..200 {
         let base = rand::random_range(from..to - 9);
         // Clear of the README's own ports, so that a line the test forgot

@@ -111,15 +111,7 @@ impl Shard {
         now: Instant,
         held: bool,
     ) {
-        let reason = match &e {
-            FrameError::TooLarge { .. } => "frame too large",
-            _ => "malformed frame",
-        };
-        self.ctx
-            .metrics
-            .frames_rejected
-            .with_label_values(&[reason])
-            .inc();
+        let reason = self.count_rejected(matches!(e, FrameError::TooLarge { .. }));
         let (opcode, request_id) = match &e {
             FrameError::TooLarge {
                 header: Some(h), ..
@@ -397,15 +389,7 @@ impl Shard {
     /// Bytes that are no RESP: say why (`-ERR Protocol error: ...`), as
     /// Redis does, and close once what came before is answered.
     fn resp_protocol_error(&mut self, idx: usize, e: resp::RespError) {
-        let reason = match e {
-            resp::RespError::TooLarge { .. } => "frame too large",
-            _ => "malformed frame",
-        };
-        self.ctx
-            .metrics
-            .frames_rejected
-            .with_label_values(&[reason])
-            .inc();
+        self.count_rejected(matches!(e, resp::RespError::TooLarge { .. }));
         if let Some(r) = self.io.conns[idx].resp.as_deref_mut() {
             r.answer(Now::Error(format!("ERR Protocol error: {e}")));
         }
@@ -449,5 +433,21 @@ impl Shard {
             None,
             &metrics,
         );
+    }
+
+    /// Count a frame (or RESP command) refused before it was parsed; the
+    /// reason, as the metric names it.
+    fn count_rejected(&self, too_large: bool) -> &'static str {
+        let reason = if too_large {
+            "frame too large"
+        } else {
+            "malformed frame"
+        };
+        self.ctx
+            .metrics
+            .frames_rejected
+            .with_label_values(&[reason])
+            .inc();
+        reason
     }
 }

@@ -74,19 +74,22 @@ impl Now {
     }
 }
 
-/// The commands of this slice (COMMAND COUNT answers how many).
-pub const COMMANDS: &[&str] = &[
-    "ping", "echo", "hello", "auth", "select", "quit", "command", "get", "set", "del", "exists",
-    "mget", "incr", "incrby", "decr", "decrby", "expire", "pexpire", "ttl", "pttl", "hset", "hget",
-    "hdel", "hgetall", "hincrby",
-];
-
 /// Decode one command. `authenticated`: the connection may run commands
 /// other than AUTH, HELLO and QUIT. `auth_required`: the node has tokens.
 pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool) -> Decoded {
     let mut name = args[0].to_vec();
     name.make_ascii_lowercase();
     let name = String::from_utf8_lossy(&name).into_owned();
+    // Redis's order: an unknown command, then a wrong count of arguments,
+    // then authentication.
+    let Some(spec) = super::table::find(&name) else {
+        return err(unknown_command(&args));
+    };
+    if !spec.arity_admits(args.len()) {
+        return err(format!(
+            "ERR wrong number of arguments for '{name}' command"
+        ));
+    }
     if !authenticated && !matches!(name.as_str(), "auth" | "hello" | "quit") {
         return err("NOAUTH Authentication required.");
     }
@@ -148,7 +151,9 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool) -> Dec
         "hello" => decode_hello(a, authenticated, auth_required),
         "command" => match a.first().map(|s| s.to_ascii_lowercase()) {
             None => Decoded::Now(Now::Empty { map: false }),
-            Some(sub) if sub == b"count" => Decoded::Now(Now::Integer(COMMANDS.len() as i64)),
+            Some(sub) if sub == b"count" => {
+                Decoded::Now(Now::Integer(super::table::SPECS.len() as i64))
+            }
             Some(sub) if sub == b"docs" => Decoded::Now(Now::Empty { map: true }),
             Some(sub) if sub == b"info" => Decoded::Now(Now::Empty { map: false }),
             Some(sub) => err(format!(

@@ -20,6 +20,7 @@
 
 pub mod command;
 pub mod reply;
+pub mod table;
 
 use bytes::BytesMut;
 use command::{Now, Shape};

@@ -23,6 +23,7 @@
 mod cpu;
 mod progress;
 mod schedule;
+mod settle;
 
 use crate::scrape;
 use crate::stats::{Latency, RunReport, Tally};
@@ -134,7 +135,7 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
     // The preload's connections first; the rest after it, so that none
     // sits idle through a long preload (a server closes idle connections).
     let conns = connect(&opts, opts.connections.min(PRELOAD_CONNECTIONS)).await?;
-    let (preloaded, preload_secs) = prepare(&*workload, &opts, &conns).await?;
+    let (preloaded, preload_secs, settle_secs) = prepare(&*workload, &opts, &conns).await?;
     let conns = share_sockets(&opts, conns).await?;
     let watch = opts.target.side == Side::Rush && !W::RUSH_METRICS.is_empty();
     let watch_from = if watch && !opts.metrics.is_empty() {
@@ -173,6 +174,7 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         value_size: opts.params.value_size,
         preloaded,
         preload_secs,
+        settle_secs,
         ok: total.ok,
         misses: total.misses,
         denied: total.denied,
@@ -217,11 +219,11 @@ async fn prepare<W: Workload>(
     workload: &W,
     opts: &RunOptions,
     conns: &[Conn],
-) -> anyhow::Result<(u64, f64)> {
+) -> anyhow::Result<(u64, f64, f64)> {
     // The preload and the setup run on these (one side's connections).
     let rush: Vec<RushConn> = conns.iter().filter_map(Conn::rush).collect();
     let redis: Vec<RedisConn> = conns.iter().filter_map(Conn::redis).collect();
-    let mut preloaded = (0, 0.0);
+    let mut preloaded = (0, 0.0, 0.0);
     if opts.load {
         let started = Instant::now();
         let n = match opts.target.side {
@@ -233,7 +235,22 @@ async fn prepare<W: Workload>(
         if opts.progress {
             eprintln!("{}: preloaded {n} items in {secs:.1}s", W::NAME);
         }
-        preloaded = (n, secs);
+        preloaded = (n, secs, 0.0);
+    }
+    if opts.load || opts.params.preload {
+        // Reads are measured on a settled server, whether this run or an
+        // earlier one of the suite preloaded (the suite loads once per
+        // server and its later runs still owe that load's compactions).
+        let waited = match (opts.target.side, rush.first(), redis.first()) {
+            (Side::Rush, Some(c), _) => settle::rush(c).await,
+            (Side::Redis, _, Some(c)) => settle::redis(c).await,
+            _ => Ok(0.0),
+        }
+        .context("waiting for the server to settle after the preload")?;
+        if opts.progress && waited >= 0.5 {
+            eprintln!("{}: server settled in {waited:.1}s", W::NAME);
+        }
+        preloaded.2 = waited;
     }
     match opts.target.side {
         Side::Rush => workload.setup_rush(&rush).await,

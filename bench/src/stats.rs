@@ -211,6 +211,11 @@ pub struct RunReport {
     /// Keys written by `--preload` before the run (0 when not preloaded).
     pub preloaded: u64,
     pub preload_secs: f64,
+    /// Seconds waited after the preload for the server's background work
+    /// (rushd's flushes and compactions, Redis's AOF rewrite) to finish,
+    /// before measuring.
+    #[serde(default)]
+    pub settle_secs: f64,
     /// Successful operations.
     pub ok: u64,
     pub misses: u64,

@@ -252,6 +252,7 @@ mod tests {
             value_size: 1,
             preloaded: 0,
             preload_secs: 0.0,
+            settle_secs: 0.0,
             ok: 1,
             misses: 0,
             denied: 0,

@@ -147,6 +147,27 @@ fn info(node: &NodeShared) -> InfoReply {
             s.property_sum("rocksdb.cur-size-all-mem-tables")
                 .to_string(),
         ),
+        // Background work still owed: a benchmark of reads waits for these
+        // to reach 0 after its preload, so that it measures reads, not the
+        // preload's compactions.
+        (
+            "compactions_running",
+            s.property("rocksdb.num-running-compactions").to_string(),
+        ),
+        (
+            "flushes_running",
+            s.property("rocksdb.num-running-flushes").to_string(),
+        ),
+        (
+            "flushes_pending",
+            s.property_sum("rocksdb.mem-table-flush-pending")
+                .to_string(),
+        ),
+        (
+            "compaction_pending_bytes",
+            s.property_sum("rocksdb.estimate-pending-compaction-bytes")
+                .to_string(),
+        ),
         (
             "queued_requests",
             node.shards

@@ -370,6 +370,12 @@ impl Storage {
             .sum()
     }
 
+    /// A RocksDB integer property of the whole database (e.g.
+    /// num-running-compactions), 0 when RocksDB doesn't report it.
+    pub fn property(&self, name: &str) -> u64 {
+        self.db.property_int_value(name).ok().flatten().unwrap_or(0)
+    }
+
     /// Make sure everything acknowledged is on disk (shutdown).
     pub fn flush(&self) -> Result<(), StorageError> {
         self.db.flush_wal(true)?;

@@ -489,6 +489,22 @@ impl Client {
         .await
     }
 
+    /// SET that keeps the TTL the key has (Redis's `SET … KEEPTTL`), with
+    /// a condition (NX/XX).
+    pub async fn set_keep_ttl(
+        &self,
+        key: impl Into<Bytes>,
+        value: impl Into<Bytes>,
+        cond: SetCond,
+    ) -> Result<bool, ClientError> {
+        self.call(SetKeepTtl {
+            key: key.into(),
+            value: value.into(),
+            cond,
+        })
+        .await
+    }
+
     pub async fn del(&self, key: impl Into<Bytes>) -> Result<bool, ClientError> {
         self.call(Del { key: key.into() }).await
     }

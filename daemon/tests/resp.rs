@@ -91,104 +91,182 @@ fn command(args: &[&[u8]]) -> Vec<u8> {
     out
 }
 
+/// What `redis-cli` prints for `input`, one command a line, run on one
+/// connection (its REPL, reading stdin).
+fn redis_cli_stdin(addr: SocketAddr, resp3: bool, input: &str) -> String {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut cmd = Command::new("redis-cli");
+    cmd.args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()]);
+    if resp3 {
+        cmd.arg("-3");
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("redis-cli runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "redis-cli < {input:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Commands as redis-cli takes them (words split on spaces), `$p` standing
+/// for the protocol's key prefix, and what redis-cli prints for each.
+fn run_cases(addr: SocketAddr, resp3: bool, p: &str, cases: &[(String, &str)]) -> Option<()> {
+    for (line, want) in cases {
+        let line = line.replace("$p", p);
+        let args: Vec<&str> = line.split(' ').collect();
+        let got = redis_cli(addr, resp3, &args)?;
+        assert_eq!(
+            got,
+            want.trim_end(),
+            "redis-cli{} {line}",
+            if resp3 { " -3" } else { "" }
+        );
+    }
+    Some(())
+}
+
 // redis-cli blocks its thread; the node's accept loop needs another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_cli_runs_every_command_in_resp2_and_resp3() {
     let node = TestNode::start().await;
     let addr = resp_addr(&node);
+    let crossslot = "CROSSSLOT Keys in request don't hash to the same slot";
+    let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
     for resp3 in [false, true] {
         let p = if resp3 { "r3" } else { "r2" };
         let k = |s: &str| format!("{p}:{s}");
-        let (a, b, c) = (k("{t}a"), k("{t}b"), k("{t}c"));
         let (h, n) = (k("h"), k("n"));
-        let cases: Vec<(Vec<String>, &str)> = vec![
-            (vec!["PING".into()], "PONG"),
-            (vec!["PING".into(), "hi".into()], "hi"),
-            (vec!["ECHO".into(), "hello".into()], "hello"),
-            (vec!["SELECT".into(), "0".into()], "OK"),
-            (vec!["SET".into(), a.clone(), "1".into()], "OK"),
-            (vec!["GET".into(), a.clone()], "1"),
-            (vec!["GET".into(), k("missing")], ""),
-            (vec!["SET".into(), a.clone(), "x".into(), "NX".into()], ""),
-            (
-                vec![
-                    "SET".into(),
-                    a.clone(),
-                    "2".into(),
-                    "XX".into(),
-                    "GET".into(),
-                ],
-                "1",
+        let c = |line: &str, want: &'static str| (line.to_string(), want);
+        let cases = vec![
+            c("PING", "PONG"),
+            c("PING hi", "hi"),
+            c("ECHO hello", "hello"),
+            c("SELECT 0", "OK"),
+            c("SET $p:{t}a 1", "OK"),
+            c("GET $p:{t}a", "1"),
+            c("GET $p:missing", ""),
+            c("SET $p:{t}a x NX", ""),
+            c("SET $p:{t}a 2 XX GET", "1"),
+            c("SET $p:{t}b 7 PX 60000", "OK"),
+            c("MGET $p:{t}a $p:{t}b $p:{t}c", "2\n7\n"),
+            c("EXISTS $p:{t}a $p:{t}b $p:{t}c", "2"),
+            c("DEL $p:{t}a $p:{t}c", "1"),
+            c("EXISTS $p:{t}a", "0"),
+            c("INCR $p:n", "1"),
+            c("INCRBY $p:n 41", "42"),
+            c("DECR $p:n", "41"),
+            c("DECRBY $p:n 40", "1"),
+            c("TTL $p:n", "-1"),
+            c("EXPIRE $p:n 100", "1"),
+            c("TTL $p:n", "100"),
+            c("PEXPIRE $p:n 5000", "1"),
+            c("TTL $p:missing", "-2"),
+            // The string commands composed of SET, GET, DEL and EXPIRE.
+            c("SETNX $p:s 1", "1"),
+            c("SETNX $p:s 2", "0"),
+            c("GETDEL $p:s", "1"),
+            c("GETDEL $p:s", ""),
+            c("SETEX $p:se 100 v", "OK"),
+            c("TTL $p:se", "100"),
+            c(
+                "SETEX $p:se 0 v",
+                "ERR invalid expire time in 'setex' command",
             ),
-            (
-                vec![
-                    "SET".into(),
-                    b.clone(),
-                    "7".into(),
-                    "PX".into(),
-                    "60000".into(),
-                ],
-                "OK",
-            ),
-            (
-                vec!["MGET".into(), a.clone(), b.clone(), c.clone()],
-                "2\n7\n",
-            ),
-            (vec!["EXISTS".into(), a.clone(), b.clone(), c.clone()], "2"),
-            (vec!["DEL".into(), a.clone(), c.clone()], "1"),
-            (vec!["EXISTS".into(), a.clone()], "0"),
-            (vec!["INCR".into(), n.clone()], "1"),
-            (vec!["INCRBY".into(), n.clone(), "41".into()], "42"),
-            (vec!["DECR".into(), n.clone()], "41"),
-            (vec!["DECRBY".into(), n.clone(), "40".into()], "1"),
-            (vec!["TTL".into(), n.clone()], "-1"),
-            (vec!["EXPIRE".into(), n.clone(), "100".into()], "1"),
-            (vec!["TTL".into(), n.clone()], "100"),
-            (vec!["PEXPIRE".into(), n.clone(), "5000".into()], "1"),
-            (vec!["TTL".into(), k("missing")], "-2"),
-            (
-                vec![
-                    "HSET".into(),
-                    h.clone(),
-                    "f".into(),
-                    "1".into(),
-                    "g".into(),
-                    "2".into(),
-                ],
-                "2",
-            ),
-            (vec!["HGET".into(), h.clone(), "g".into()], "2"),
-            (
-                vec!["HINCRBY".into(), h.clone(), "f".into(), "9".into()],
-                "10",
-            ),
-            (vec!["HDEL".into(), h.clone(), "g".into(), "zz".into()], "1"),
-            (
-                vec!["GET".into(), h.clone()],
-                "WRONGTYPE Operation against a key holding the wrong kind of value",
-            ),
-            (vec!["INCR".into(), b.clone()], "8"),
-            (
-                vec!["DEL".into(), k("x"), k("y")],
-                "CROSSSLOT Keys in request don't hash to the same slot",
-            ),
-            (vec!["COMMAND".into(), "COUNT".into()], "25"),
-            (
-                vec!["NOPE".into(), "arg".into()],
+            c("PSETEX $p:pse 100000 w", "OK"),
+            c("GET $p:pse", "w"),
+            c("GETEX $p:se", "v"),
+            c("GETEX $p:se PERSIST", "v"),
+            c("TTL $p:se", "-1"),
+            c("GETEX $p:se EX 100", "v"),
+            c("TTL $p:se", "100"),
+            c("GETEX $p:se PX 50000", "v"),
+            c("TTL $p:se", "50"),
+            c("GETEX $p:missing EX 5", ""),
+            c("GETEX $p:se EX 5 PX 5", "ERR syntax error"),
+            c("PERSIST $p:se", "1"),
+            c("PERSIST $p:se", "0"),
+            c("PERSIST $p:missing", "0"),
+            // Times already past: written and gone at once.
+            c("SET $p:sx v EXAT 1", "OK"),
+            c("EXISTS $p:sx", "0"),
+            c("SET $p:sx v", "OK"),
+            c("SET $p:sx w PXAT 1 NX", ""),
+            c("GET $p:sx", "v"),
+            c("SET $p:sx w PXAT 1 XX GET", "v"),
+            c("EXISTS $p:sx", "0"),
+            c("SET $p:sx v", "OK"),
+            c("GETEX $p:sx EXAT 1", "v"),
+            c("EXISTS $p:sx", "0"),
+            c("EXPIREAT $p:missing 1", "0"),
+            c("SET $p:sx v", "OK"),
+            c("PEXPIREAT $p:sx 1", "1"),
+            c("EXISTS $p:sx", "0"),
+            c("SET $p:kt v EX 100", "OK"),
+            c("SET $p:kt w KEEPTTL", "OK"),
+            c("TTL $p:kt", "100"),
+            c("SET $p:kt x KEEPTTL XX GET", "w"),
+            c("GET $p:kt", "x"),
+            c("SET $p:kt2 v KEEPTTL NX", "OK"),
+            c("TTL $p:kt2", "-1"),
+            c("SET $p:kt2 v KEEPTTL EX 5", "ERR syntax error"),
+            c("MSET $p:{t}m1 1 $p:{t}m2 2", "OK"),
+            c("MSETNX $p:{t}m2 x $p:{t}m3 y", "0"),
+            c("MGET $p:{t}m2 $p:{t}m3", "2\n"),
+            c("MSETNX $p:{t}m3 x $p:{t}m4 y", "1"),
+            c("MGET $p:{t}m3 $p:{t}m4", "x\ny"),
+            c("UNLINK $p:{t}m3 $p:{t}m4 $p:{t}m5", "2"),
+            c("UNLINK $p:{t}m1", "1"),
+            c("MSET $p:x 1 $p:y 2", crossslot),
+            c("MSETNX $p:x 1 $p:y 2", crossslot),
+            c("MGET $p:x $p:y", crossslot),
+            c("EXISTS $p:x $p:y", crossslot),
+            c("UNLINK $p:x $p:y", crossslot),
+            c("DEL $p:x $p:y", crossslot),
+            c("GET $p:x", ""),
+            // Hashes.
+            c("HSET $p:h f 1 g 2", "2"),
+            c("HGET $p:h g", "2"),
+            c("HINCRBY $p:h f 9", "10"),
+            c("HDEL $p:h g zz", "1"),
+            c("HMGET $p:h zz f", "\n10"),
+            c("HEXISTS $p:h f", "1"),
+            c("HEXISTS $p:h zz", "0"),
+            c("HEXISTS $p:missing f", "0"),
+            c("HLEN $p:h", "1"),
+            c("HLEN $p:missing", "0"),
+            c("HSETNX $p:h2 f x", "1"),
+            c("HSETNX $p:h2 f y", "0"),
+            c("HSETNX $p:h2 g z", "1"),
+            c("HLEN $p:h2", "2"),
+            c("HMGET $p:h2 f g", "x\nz"),
+            c("GET $p:h", wrongtype),
+            c("GETDEL $p:h", wrongtype),
+            c("HLEN $p:{t}b", wrongtype),
+            c("HEXISTS $p:{t}b f", wrongtype),
+            c("HMGET $p:{t}b f", wrongtype),
+            c("HSETNX $p:{t}b f v", wrongtype),
+            c("INCR $p:{t}b", "8"),
+            c("COMMAND COUNT", "45"),
+            c(
+                "NOPE arg",
                 "ERR unknown command 'NOPE', with args beginning with: 'arg'",
             ),
+            c("EXEC", "ERR EXEC without MULTI"),
+            c("DISCARD", "ERR DISCARD without MULTI"),
+            c("UNWATCH", "OK"),
+            c("WATCH $p:x $p:y", crossslot),
         ];
-        for (args, want) in &cases {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let Some(got) = redis_cli(addr, resp3, &args) else {
-                return;
-            };
-            assert_eq!(
-                got,
-                want.trim_end(),
-                "redis-cli{} {args:?}",
-                if resp3 { " -3" } else { "" }
-            );
+        if run_cases(addr, resp3, p, &cases).is_none() {
+            return;
         }
         // HGETALL: a flat array in RESP2, a map in RESP3 (redis-cli prints
         // both as lines; the raw bytes are checked below).
@@ -199,6 +277,90 @@ async fn redis_cli_runs_every_command_in_resp2_and_resp3() {
             .parse()
             .unwrap();
         assert!((4000..=5000).contains(&pttl), "PTTL {pttl}");
+
+        // Transactions on one connection. What redis-cli prints was taken
+        // from Redis 7 running the same lines, up to the Rush-only part.
+        let script = "MULTI\nSET {$p}x 1\nINCR {$p}x\nGET {$p}nothing\nPING\nHSET {$p}h f v\n\
+                      HGETALL {$p}h\nHMGET {$p}h f zz\nEXEC\nEXEC\n\
+                      MULTI\nMULTI\nSET {$p}x\nEXEC\n\
+                      WATCH {$p}x\nSET {$p}x 5\nMULTI\nINCR {$p}x\nEXEC\nGET {$p}x\n\
+                      WATCH {$p}x\nMULTI\nINCR {$p}x\nEXEC\nMULTI\nDISCARD\nDISCARD\n\
+                      MULTI\nSET {$p}x 0\nSET $p:elsewhere 1\nEXEC\n\
+                      MULTI\nSET {$p}x 0\nHSET {$p}x f v\nEXEC\n\
+                      MULTI\nSET {$p}x 0\nMSETNX {$p}a 1 {$p}b 2\nEXEC\n\
+                      MULTI\nGETDEL {$p}x\nHEXISTS {$p}h f\nHEXISTS {$p}h g\nHLEN {$p}h\nEXEC\n\
+                      GET {$p}x\nGET $p:elsewhere\n";
+        let hgetall = if resp3 { "f v\n" } else { "f\nv\n" };
+        let want = format!(
+            "OK\nQUEUED\nQUEUED\nQUEUED\nQUEUED\nQUEUED\nQUEUED\nQUEUED\n\
+             OK\n2\n\nPONG\n1\n{hgetall}v\n\n\
+             ERR EXEC without MULTI\n\n\
+             OK\nERR MULTI calls can not be nested\n\n\
+             ERR wrong number of arguments for 'set' command\n\n\
+             EXECABORT Transaction discarded because of previous errors.\n\n\
+             OK\nOK\nOK\nQUEUED\n\n5\n\
+             OK\nOK\nQUEUED\n6\nOK\nOK\nERR DISCARD without MULTI\n\n\
+             OK\nQUEUED\nQUEUED\n{crossslot}\n\n\
+             OK\nQUEUED\nQUEUED\n\
+             EXECABORT Transaction discarded because command 2 (HSET) failed: {wrongtype}\n\n\
+             OK\nQUEUED\n\
+             ERR MSETNX can't be queued in MULTI: Rush runs a transaction as one BATCH of key operations\n\n\
+             EXECABORT Transaction discarded because of previous errors.\n\n\
+             OK\nQUEUED\nQUEUED\nQUEUED\nQUEUED\n6\n1\n0\n1\n\
+             \n\n"
+        );
+        let got = redis_cli_stdin(addr, resp3, &script.replace("$p", p));
+        assert_eq!(
+            got,
+            want,
+            "redis-cli{} < transactions",
+            if resp3 { " -3" } else { "" }
+        );
+
+        // Absolute times, against the daemon's clock, which then moves past
+        // them.
+        let now_ms = node.client.clock_advance(Duration::ZERO).await.unwrap();
+        let (in_100_s, in_100_ms) = (now_ms / 1000 + 100, now_ms + 100_000);
+        let at = vec![
+            c(&format!("SET $p:{{at}}1 v EXAT {in_100_s}"), "OK"),
+            c(&format!("SET $p:{{at}}2 v PXAT {in_100_ms}"), "OK"),
+            c("SET $p:{at}3 v", "OK"),
+            c(&format!("EXPIREAT $p:{{at}}3 {in_100_s}"), "1"),
+            c("SET $p:{at}4 v", "OK"),
+            c(&format!("PEXPIREAT $p:{{at}}4 {in_100_ms}"), "1"),
+            c("SET $p:{at}5 v", "OK"),
+            c(&format!("GETEX $p:{{at}}5 EXAT {in_100_s}"), "v"),
+            c("SET $p:{at}6 v", "OK"),
+            c(&format!("GETEX $p:{{at}}6 PXAT {in_100_ms}"), "v"),
+            c("SET $p:{at}kept v EX 50", "OK"),
+            c("PERSIST $p:{at}kept", "1"),
+            c("TTL $p:{at}kept", "-1"),
+            c(
+                "EXISTS $p:{at}1 $p:{at}2 $p:{at}3 $p:{at}4 $p:{at}5 $p:{at}6 $p:{at}kept",
+                "7",
+            ),
+        ];
+        run_cases(addr, resp3, p, &at).unwrap();
+        for i in 1..=6 {
+            let ttl: i64 = redis_cli(addr, resp3, &["PTTL", &k(&format!("{{at}}{i}"))])
+                .unwrap()
+                .parse()
+                .unwrap();
+            // EXAT's whole seconds land up to 1 s short of 100 s.
+            assert!((90_000..=100_000).contains(&ttl), "{i}: PTTL {ttl}");
+        }
+        node.client
+            .clock_advance(Duration::from_secs(101))
+            .await
+            .unwrap();
+        let after = vec![
+            c(
+                "EXISTS $p:{at}1 $p:{at}2 $p:{at}3 $p:{at}4 $p:{at}5 $p:{at}6 $p:{at}kept",
+                "1",
+            ),
+            c("GET $p:{at}kept", "v"),
+        ];
+        run_cases(addr, resp3, p, &after).unwrap();
     }
     // The shapes that differ, byte for byte.
     let mut hello = command(&[b"HELLO", b"3"]);
@@ -328,6 +490,60 @@ async fn bad_input_is_refused_and_other_connections_carry_on() {
 }
 
 #[tokio::test]
+async fn transactions_run_as_one_batch_and_watch_sees_other_connections() {
+    let node = TestNode::start_with(|c| c.storage.shards = 4).await;
+    let addr = resp_addr(&node);
+    for (hello, null) in [("", "*-1\r\n"), ("HELLO 3\r\n", "_\r\n")] {
+        let mut a = TcpStream::connect(addr).await.unwrap();
+        let mut b = TcpStream::connect(addr).await.unwrap();
+        if !hello.is_empty() {
+            a.write_all(hello.as_bytes()).await.unwrap();
+            read_until(&mut a, "modules\r\n*0\r\n").await;
+        }
+        // Pipelined, on keys of a slot most likely on another shard than
+        // the connection's: in order, and both writes or neither.
+        a.write_all(b"MULTI\r\nSET {w}k 1\r\nINCR {w}n\r\nGET {w}k\r\nEXEC\r\n")
+            .await
+            .unwrap();
+        let want = "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n+OK\r\n:";
+        let got = read_until(&mut a, "$1\r\n1\r\n").await;
+        assert!(got.starts_with(want), "{got:?}");
+        // A watched key another connection changes: EXEC answers the null
+        // array and writes nothing.
+        a.write_all(b"WATCH {w}k {w}gone\r\n").await.unwrap();
+        assert_eq!(read_until(&mut a, "\r\n").await, "+OK\r\n");
+        b.write_all(b"SET {w}k 2\r\n").await.unwrap();
+        assert_eq!(read_until(&mut b, "\r\n").await, "+OK\r\n");
+        a.write_all(b"MULTI\r\nSET {w}k mine\r\nEXEC\r\nGET {w}k\r\n")
+            .await
+            .unwrap();
+        let want = format!("+OK\r\n+QUEUED\r\n{null}$1\r\n2\r\n");
+        assert_eq!(read_until(&mut a, &want).await, want);
+        // Watched again, unchanged (a missing key stays missing): EXEC runs.
+        a.write_all(b"WATCH {w}k {w}gone\r\n").await.unwrap();
+        assert_eq!(read_until(&mut a, "\r\n").await, "+OK\r\n");
+        a.write_all(b"MULTI\r\nSET {w}k mine\r\nEXEC\r\n")
+            .await
+            .unwrap();
+        let want = "+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n";
+        assert_eq!(read_until(&mut a, want).await, want);
+        // A key that came into being between WATCH and EXEC aborts it too.
+        a.write_all(b"WATCH {w}gone\r\n").await.unwrap();
+        assert_eq!(read_until(&mut a, "\r\n").await, "+OK\r\n");
+        b.write_all(b"SET {w}gone here\r\n").await.unwrap();
+        assert_eq!(read_until(&mut b, "\r\n").await, "+OK\r\n");
+        a.write_all(b"MULTI\r\nDEL {w}k\r\nEXEC\r\nDEL {w}gone\r\n")
+            .await
+            .unwrap();
+        let want = format!("+OK\r\n+QUEUED\r\n{null}:1\r\n");
+        assert_eq!(read_until(&mut a, &want).await, want);
+        // The binary protocol sees what EXEC wrote, and not what it didn't.
+        assert_eq!(node.client.get("{w}k").await.unwrap().unwrap(), "mine");
+    }
+    node.stop().await;
+}
+
+#[tokio::test]
 async fn expiry_follows_the_daemons_clock() {
     let node = TestNode::start().await;
     let addr = resp_addr(&node);
@@ -342,6 +558,30 @@ async fn expiry_follows_the_daemons_clock() {
         .await
         .unwrap();
     assert_eq!(read_some(&mut s, 13).await.0, b"$-1\r\n:-2\r\n:0\r\n");
+    // KEEPTTL keeps the TTL the key had, through RESP and the client; the
+    // key then expires on time.
+    s.write_all(b"SET kt v EX 10\r\nSET kt w KEEPTTL\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_some(&mut s, 10).await.0, b"+OK\r\n+OK\r\n");
+    let kept = node
+        .client
+        .set_keep_ttl("kt", "x", rush_protocol::cmd::SetCond::IfPresent)
+        .await
+        .unwrap();
+    assert!(kept);
+    node.client
+        .clock_advance(Duration::from_secs(9))
+        .await
+        .unwrap();
+    s.write_all(b"GET kt\r\n").await.unwrap();
+    assert_eq!(read_some(&mut s, 7).await.0, b"$1\r\nx\r\n");
+    node.client
+        .clock_advance(Duration::from_secs(2))
+        .await
+        .unwrap();
+    s.write_all(b"GET kt\r\n").await.unwrap();
+    assert_eq!(read_some(&mut s, 5).await.0, b"$-1\r\n");
     node.stop().await;
 }
 

@@ -244,6 +244,8 @@ commands! {
     0x14 "INCRBY" => IncrBy(IncrBy) -> i64, idempotent = false;
     0x15 "EXPIRE" => Expire(Expire) -> bool, idempotent = true;
     0x16 "TTL" => Ttl(Ttl) -> TtlReply, idempotent = true;
+    /// SET that keeps the key's TTL (Redis's SET … KEEPTTL).
+    0x17 "SET_KEEPTTL" => SetKeepTtl(SetKeepTtl) -> bool, idempotent = true;
     0x18 "HSET" => HSet(HSet) -> u64, idempotent = true;
     0x19 "HGET" => HGet(HGet) -> Option<Bytes>, idempotent = true;
     0x1a "HDEL" => HDel(HDel) -> u64, idempotent = true;

@@ -486,6 +486,17 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
             ),
         ),
         ("set-reply", ok_reply::<Set>(3, Reply::Set(true))),
+        (
+            "set-keepttl-request",
+            request(
+                6,
+                SetKeepTtl {
+                    key: Bytes::from_static(b"k"),
+                    value: Bytes::from_static(b"v"),
+                    cond: SetCond::IfPresent,
+                },
+            ),
+        ),
         ("get-request", request(4, get_k())),
         (
             "get-reply",

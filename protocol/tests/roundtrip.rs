@@ -44,6 +44,12 @@ fn key_op() -> impl Strategy<Value = Request> {
             cond: [SetCond::Always, SetCond::IfAbsent, SetCond::IfPresent][c as usize],
         }
         .into()),
+        (key(), bytes(64), 0u8..3).prop_map(|(key, value, c)| SetKeepTtl {
+            key,
+            value,
+            cond: [SetCond::Always, SetCond::IfAbsent, SetCond::IfPresent][c as usize],
+        }
+        .into()),
         key().prop_map(|key| Del { key }.into()),
         key().prop_map(|key| Exists { key }.into()),
         (key(), any::<i64>()).prop_map(|(key, delta)| IncrBy { key, delta }.into()),
@@ -756,6 +762,7 @@ fn any_reply() -> impl Strategy<Value = Reply> {
         bytes(32).prop_map(|payload| Reply::Ping(Pong { payload })),
         proptest::option::of(bytes(32)).prop_map(Reply::Get),
         any::<bool>().prop_map(Reply::Set),
+        any::<bool>().prop_map(Reply::SetKeepTtl),
         any::<i64>().prop_map(Reply::IncrBy),
         prop_oneof![
             Just(TtlReply::Missing),

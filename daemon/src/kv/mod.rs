@@ -17,6 +17,7 @@ mod hincrby;
 mod hset;
 mod incrby;
 mod set;
+mod set_keepttl;
 mod ttl;
 
 use crate::services::{no_broadcast, Registration};
@@ -80,6 +81,7 @@ impl Kv {
         match req {
             Request::Get(r) => self.get(r, now, txn),
             Request::Set(r) => self.set(r, now, txn),
+            Request::SetKeepTtl(r) => self.set_keep_ttl(r, now, txn),
             Request::Del(r) => self.del(r, now, txn),
             Request::Exists(r) => self.exists(r, now, txn),
             Request::IncrBy(r) => self.incr_by(r, now, txn),

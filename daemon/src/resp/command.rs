@@ -3,10 +3,13 @@
 //! [`Request`] with the [`Shape`] its answer is written in; commands that
 //! need nothing of a shard are answered here.
 
+mod expiry;
+mod hashes;
+mod strings;
+
 use bytes::Bytes;
 use rush_protocol::cmd::{
-    Batch, Del, Exists, Expire, Get, HDel, HGet, HGetAll, HIncrBy, HSet, Hello, IncrBy, Set,
-    SetCond, Ttl,
+    Batch, Del, Exists, Expire, Get, HDel, HGet, HGetAll, HIncrBy, HSet, Hello, IncrBy, Ttl,
 };
 use rush_protocol::frame::VERSION;
 use rush_protocol::limits::MAX_BATCH_OPS;
@@ -17,18 +20,37 @@ use rush_protocol::Request;
 pub enum Shape {
     /// Option<Bytes> → bulk or null.
     Bulk,
-    /// SET's bool → `+OK`, or null when NX/XX kept it from writing.
+    /// Any success → `+OK` (MSET, SETEX, SET with a time already past).
+    Ok,
+    /// SET's bool → `+OK`, or null when NX/XX kept it from writing. A SET
+    /// whose EXAT/PXAT is already past writes nothing that lives: with XX
+    /// it is a DEL (its bool: the key existed), with NX an EXISTS (its
+    /// bool inverted: the key was missing).
     SetOk,
-    /// BATCH [GET, SET] → the GET's value.
+    /// BATCH [GET, writes…] → the GET's value (SET … GET, GETDEL, GETEX).
     SetGet,
     /// bool → `:1` / `:0`.
     Flag,
+    /// Option<Bytes> → `:1` if there is one, else `:0` (HEXISTS in MULTI).
+    Present,
     /// u64 / i64 → integer.
     Integer,
     /// BATCH of bools → how many were true.
     CountTrue,
-    /// BATCH of GETs → array of bulk or null.
+    /// BATCH of GETs or HGETs → array of bulk or null.
     Values,
+    /// HGETALL → how many fields (HLEN).
+    Len,
+    /// BATCH [TTL, EXPIRE 0] → `:1` if the key had a TTL (PERSIST).
+    Persist,
+    /// BATCH [CHECK × `checks`, writes…] → `:1`, or `:0` when one of the
+    /// CHECKs failed and nothing was written (MSETNX, HSETNX). Relies on a
+    /// failed CHECK aborting its batch, so it can't be queued in MULTI.
+    IfAllHold { checks: usize },
+    /// WATCH's read of its keys → `+OK`; the connection keeps the values.
+    Watch(super::transaction::WatchRead),
+    /// EXEC's batch → the array of each queued command's reply.
+    Exec(Box<super::transaction::Exec>),
     /// TTL → seconds (or ms): -2 missing, -1 no expiry.
     Ttl { ms: bool },
     /// HGETALL → map (RESP3) or flat array.
@@ -38,6 +60,7 @@ pub enum Shape {
 }
 
 /// What to do with one command.
+#[derive(Debug, PartialEq)]
 pub enum Decoded {
     /// Run this request; write its answer so.
     Run(Request, Shape),
@@ -48,6 +71,7 @@ pub enum Decoded {
 }
 
 /// Answers that need no shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Now {
     Simple(&'static str),
     Bulk(Bytes),
@@ -61,6 +85,8 @@ pub enum Now {
     Empty {
         map: bool,
     },
+    /// An array of answers (EXEC of commands that need no shard).
+    Array(Vec<Now>),
 }
 
 impl Now {
@@ -69,6 +95,7 @@ impl Now {
         match self {
             Now::Bulk(b) => b.len() + 16,
             Now::Error(e) => e.len() + 3,
+            Now::Array(a) => a.iter().map(Now::estimate).sum::<usize>() + 16,
             _ => 16,
         }
     }
@@ -76,22 +103,18 @@ impl Now {
 
 /// Decode one command. `authenticated`: the connection may run commands
 /// other than AUTH, HELLO and QUIT. `auth_required`: the node has tokens.
-pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool) -> Decoded {
+/// `now_ms`: the daemon's clock, which absolute times (EXAT, EXPIREAT…)
+/// are made relative to.
+///
+/// The transaction commands (MULTI, EXEC, DISCARD, WATCH, UNWATCH) keep
+/// the connection's state: [`super::RespConn::decode`] answers them and
+/// queues commands in MULTI; here they are unknown.
+pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool, now_ms: u64) -> Decoded {
     let mut name = args[0].to_vec();
     name.make_ascii_lowercase();
     let name = String::from_utf8_lossy(&name).into_owned();
-    // Redis's order: an unknown command, then a wrong count of arguments,
-    // then authentication.
-    let Some(spec) = super::table::find(&name) else {
-        return err(unknown_command(&args));
-    };
-    if !spec.arity_admits(args.len()) {
-        return err(format!(
-            "ERR wrong number of arguments for '{name}' command"
-        ));
-    }
-    if !authenticated && !matches!(name.as_str(), "auth" | "hello" | "quit") {
-        return err("NOAUTH Authentication required.");
+    if let Some(refused) = refusal(&name, &args, authenticated) {
+        return refused;
     }
     let a = &args[1..];
     let arity = |ok: bool| -> Option<Decoded> {
@@ -165,15 +188,28 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool) -> Dec
             need!(a.len() == 1);
             run(Get { key: a[0].clone() }.into(), Shape::Bulk)
         }
-        "set" => decode_set(a, &name),
-        "del" | "exists" => {
+        "set" => strings::set(a, now_ms),
+        "setnx" => strings::setnx(a),
+        "setex" | "psetex" => strings::setex(a, &name),
+        "getdel" => strings::getdel(a),
+        "getex" => strings::getex(a, now_ms),
+        "mset" => strings::mset(a, false),
+        "msetnx" => strings::mset(a, true),
+        "expireat" | "pexpireat" => expiry::expire_at(a, &name, now_ms),
+        "persist" => expiry::persist(a),
+        "hmget" => hashes::hmget(a),
+        "hexists" => hashes::hexists(a),
+        "hlen" => hashes::hlen(a),
+        "hsetnx" => hashes::hsetnx(a),
+        // UNLINK frees memory lazily in Redis; here it is DEL.
+        "del" | "unlink" | "exists" => {
             need!(!a.is_empty());
             if a.len() == 1 {
                 let key = a[0].clone();
-                let r: Request = if name == "del" {
-                    Del { key }.into()
-                } else {
+                let r: Request = if name == "exists" {
                     Exists { key }.into()
+                } else {
+                    Del { key }.into()
                 };
                 return run(r, Shape::Flag);
             }
@@ -184,10 +220,10 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool) -> Dec
                 .iter()
                 .map(|k| {
                     let key = k.clone();
-                    if name == "del" {
-                        Del { key }.into()
-                    } else {
+                    if name == "exists" {
                         Exists { key }.into()
+                    } else {
+                        Del { key }.into()
                     }
                 })
                 .collect();
@@ -310,7 +346,29 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool) -> Dec
     }
 }
 
-fn err(message: impl Into<String>) -> Decoded {
+/// Redis's order of refusals before a command runs: an unknown command,
+/// then a wrong count of arguments, then authentication. `name` is lower
+/// case.
+pub fn refusal(name: &str, args: &[Bytes], authenticated: bool) -> Option<Decoded> {
+    let Some(spec) = super::table::find(name) else {
+        return Some(err(unknown_command(args)));
+    };
+    if !spec.arity_admits(args.len()) {
+        return Some(arity_error(name));
+    }
+    if !authenticated && !matches!(name, "auth" | "hello" | "quit") {
+        return Some(err("NOAUTH Authentication required."));
+    }
+    None
+}
+
+fn arity_error(name: &str) -> Decoded {
+    err(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
+}
+
+pub(super) fn err(message: impl Into<String>) -> Decoded {
     Decoded::Now(Now::Error(message.into()))
 }
 
@@ -370,64 +428,6 @@ fn decode_hello(a: &[Bytes], authenticated: bool, auth_required: bool) -> Decode
     }
 }
 
-/// `SET key value [NX|XX] [GET] [EX s|PX ms|KEEPTTL]`.
-fn decode_set(a: &[Bytes], name: &str) -> Decoded {
-    if a.len() < 2 {
-        return err(format!(
-            "ERR wrong number of arguments for '{name}' command"
-        ));
-    }
-    let mut cond = SetCond::Always;
-    let mut get = false;
-    let mut ttl_ms: Option<i64> = None;
-    let mut i = 2;
-    while i < a.len() {
-        let opt = a[i].to_ascii_uppercase();
-        let next = a.get(i + 1);
-        match (opt.as_slice(), next) {
-            (b"NX", _) if cond != SetCond::IfPresent => cond = SetCond::IfAbsent,
-            (b"XX", _) if cond != SetCond::IfAbsent => cond = SetCond::IfPresent,
-            (b"GET", _) => get = true,
-            (b"EX" | b"PX", Some(v)) if ttl_ms.is_none() => {
-                let Some(n) = parse_i64(v) else {
-                    return err("ERR value is not an integer or out of range");
-                };
-                let ms = if opt == b"EX" {
-                    n.checked_mul(1000)
-                } else {
-                    Some(n)
-                };
-                match ms {
-                    Some(ms) if ms > 0 => ttl_ms = Some(ms),
-                    _ => return err("ERR invalid expire time in 'set' command"),
-                }
-                i += 1;
-            }
-            (b"KEEPTTL" | b"EXAT" | b"PXAT", _) => {
-                return err(format!(
-                    "ERR SET {} is not supported yet by Rush",
-                    String::from_utf8_lossy(&opt)
-                ))
-            }
-            _ => return err("ERR syntax error"),
-        }
-        i += 1;
-    }
-    let set = Set {
-        key: a[0].clone(),
-        value: a[1].clone(),
-        ttl_ms: ttl_ms.unwrap_or(0) as u64,
-        cond,
-    };
-    if get {
-        // The old value and the write in one atomic batch.
-        let ops = vec![Get { key: a[0].clone() }.into(), set.into()];
-        Decoded::Run(Batch { ops }.into(), Shape::SetGet)
-    } else {
-        Decoded::Run(set.into(), Shape::SetOk)
-    }
-}
-
 /// Redis's wording: `ERR unknown command 'X', with args beginning with: 'a' 'b' `.
 fn unknown_command(args: &[Bytes]) -> String {
     let clip = |b: &Bytes| {
@@ -464,6 +464,10 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rush_protocol::cmd::{Check, Cond, Set, SetCond, SetKeepTtl};
+
+    /// The daemon's clock in these tests: 2033-05-18 03:33:20 UTC.
+    const NOW: u64 = 2_000_000_000_000;
 
     fn args(s: &str) -> Vec<Bytes> {
         s.split(' ').map(|w| Bytes::from(w.to_string())).collect()
@@ -478,55 +482,373 @@ mod tests {
 
     #[test]
     fn options_map_onto_requests() {
-        match decode(args("SET k v PX 1500 NX"), true, false) {
+        match decode(args("SET k v PX 1500 NX"), true, false, NOW) {
             Decoded::Run(Request::Set(s), Shape::SetOk) => {
                 assert_eq!((s.ttl_ms, s.cond), (1500, SetCond::IfAbsent))
             }
             _ => panic!("SET"),
         }
-        match decode(args("set k v ex 2 get"), true, false) {
+        match decode(args("set k v ex 2 get"), true, false, NOW) {
             Decoded::Run(Request::Batch(b), Shape::SetGet) => assert_eq!(b.ops.len(), 2),
             _ => panic!("SET GET"),
         }
-        match decode(args("DECRBY k 5"), true, false) {
+        match decode(args("DECRBY k 5"), true, false, NOW) {
             Decoded::Run(Request::IncrBy(i), Shape::Integer) => assert_eq!(i.delta, -5),
             _ => panic!("DECRBY"),
         }
-        match decode(args("EXPIRE k 0"), true, false) {
+        match decode(args("EXPIRE k 0"), true, false, NOW) {
             Decoded::Run(Request::Del(_), Shape::Flag) => {}
             _ => panic!("EXPIRE 0 deletes"),
         }
     }
 
+    fn run(s: &str) -> (Request, Shape) {
+        match decode(args(s), true, false, NOW) {
+            Decoded::Run(r, shape) => (r, shape),
+            other => panic!("{s}: {other:?}"),
+        }
+    }
+
+    fn ops(r: Request) -> Vec<Request> {
+        match r {
+            Request::Batch(b) => b.ops,
+            other => panic!("not a batch: {other:?}"),
+        }
+    }
+
+    fn b(s: &'static str) -> Bytes {
+        Bytes::from_static(s.as_bytes())
+    }
+
+    #[test]
+    fn absolute_times_become_ttls_on_the_daemons_clock() {
+        // NOW is 2_000_000_000 s.
+        let (r, shape) = run("SET k v EXAT 2000000010 XX");
+        assert_eq!(shape, Shape::SetOk);
+        assert_eq!(
+            r,
+            Set {
+                key: b("k"),
+                value: b("v"),
+                ttl_ms: 10_000,
+                cond: SetCond::IfPresent
+            }
+            .into()
+        );
+        assert_eq!(
+            run("SET k v PXAT 2000000000250").0,
+            Set {
+                ttl_ms: 250,
+                ..Set::new("k", "v")
+            }
+            .into()
+        );
+        // Already past: the key is gone (Always, XX) or untouched (NX).
+        assert_eq!(
+            run("SET k v PXAT 5"),
+            (Del { key: b("k") }.into(), Shape::Ok)
+        );
+        assert_eq!(
+            run("SET k v EXAT 5 XX"),
+            (Del { key: b("k") }.into(), Shape::SetOk)
+        );
+        assert_eq!(
+            run("SET k v EXAT 5 NX"),
+            (Exists { key: b("k") }.into(), Shape::SetOk)
+        );
+        let (r, shape) = run("SET k v EXAT 5 GET");
+        assert_eq!(shape, Shape::SetGet);
+        assert_eq!(
+            ops(r),
+            vec![Get { key: b("k") }.into(), Del { key: b("k") }.into()]
+        );
+        assert_eq!(
+            run("EXPIREAT k 2000000100"),
+            (
+                Expire {
+                    key: b("k"),
+                    ttl_ms: 100_000
+                }
+                .into(),
+                Shape::Flag
+            )
+        );
+        assert_eq!(
+            run("PEXPIREAT k 2000000000001").0,
+            Expire {
+                key: b("k"),
+                ttl_ms: 1
+            }
+            .into()
+        );
+        assert_eq!(
+            run("PEXPIREAT k -1"),
+            (Del { key: b("k") }.into(), Shape::Flag)
+        );
+        assert_eq!(run("EXPIREAT k 2000000000").0, Del { key: b("k") }.into());
+        let expire = |ttl_ms| {
+            Expire {
+                key: b("k"),
+                ttl_ms,
+            }
+            .into()
+        };
+        assert_eq!(ops(run("GETEX k EXAT 2000000001").0)[1], expire(1000));
+        assert_eq!(ops(run("getex k pxat 2000000000002").0)[1], expire(2));
+        assert_eq!(ops(run("GETEX k EXAT 1").0)[1], Del { key: b("k") }.into());
+        assert_eq!(ops(run("GETEX k PERSIST").0)[1], expire(0));
+        assert_eq!(ops(run("GETEX k EX 3").0)[1], expire(3000));
+        assert_eq!(ops(run("GETEX k PX 3").0)[1], expire(3));
+        assert_eq!(run("GETEX k"), (Get { key: b("k") }.into(), Shape::Bulk));
+    }
+
+    #[test]
+    fn compositions() {
+        assert_eq!(
+            run("SETNX k v"),
+            (
+                Set {
+                    cond: SetCond::IfAbsent,
+                    ..Set::new("k", "v")
+                }
+                .into(),
+                Shape::Flag
+            )
+        );
+        assert_eq!(
+            run("SETEX k 2 v").0,
+            Set {
+                ttl_ms: 2000,
+                ..Set::new("k", "v")
+            }
+            .into()
+        );
+        assert_eq!(
+            run("PSETEX k 2 v").0,
+            Set {
+                ttl_ms: 2,
+                ..Set::new("k", "v")
+            }
+            .into()
+        );
+        assert_eq!(
+            run("SET k v XX KEEPTTL"),
+            (
+                SetKeepTtl {
+                    key: b("k"),
+                    value: b("v"),
+                    cond: SetCond::IfPresent
+                }
+                .into(),
+                Shape::SetOk
+            )
+        );
+        assert_eq!(run("SET k v KEEPTTL GET").1, Shape::SetGet);
+        let (r, shape) = run("GETDEL k");
+        assert_eq!(shape, Shape::SetGet);
+        assert_eq!(
+            ops(r),
+            vec![Get { key: b("k") }.into(), Del { key: b("k") }.into()]
+        );
+        let (r, shape) = run("MSET {t}a 1 {t}b 2");
+        assert_eq!(shape, Shape::Ok);
+        assert_eq!(
+            ops(r),
+            vec![Set::new("{t}a", "1").into(), Set::new("{t}b", "2").into()]
+        );
+        let (r, shape) = run("MSETNX {t}a 1 {t}b 2");
+        assert_eq!(shape, Shape::IfAllHold { checks: 2 });
+        let missing = |k| Check {
+            key: b(k),
+            field: None,
+            cond: Cond::Missing,
+        };
+        assert_eq!(
+            ops(r),
+            vec![
+                missing("{t}a").into(),
+                missing("{t}b").into(),
+                Set::new("{t}a", "1").into(),
+                Set::new("{t}b", "2").into()
+            ]
+        );
+        assert_eq!(run("UNLINK k"), (Del { key: b("k") }.into(), Shape::Flag));
+        assert_eq!(run("UNLINK {t}a {t}b").1, Shape::CountTrue);
+        let (r, shape) = run("PERSIST k");
+        assert_eq!(shape, Shape::Persist);
+        assert_eq!(
+            ops(r),
+            vec![
+                Ttl { key: b("k") }.into(),
+                Expire {
+                    key: b("k"),
+                    ttl_ms: 0
+                }
+                .into()
+            ]
+        );
+        let (r, shape) = run("HMGET h f g");
+        assert_eq!(shape, Shape::Values);
+        let hget = |f| HGet {
+            key: b("h"),
+            field: b(f),
+        };
+        assert_eq!(ops(r), vec![hget("f").into(), hget("g").into()]);
+        assert_eq!(
+            run("HEXISTS h f"),
+            (
+                Check {
+                    key: b("h"),
+                    field: Some(b("f")),
+                    cond: Cond::Exists
+                }
+                .into(),
+                Shape::Flag
+            )
+        );
+        assert_eq!(run("HLEN h"), (HGetAll { key: b("h") }.into(), Shape::Len));
+        let (r, shape) = run("HSETNX h f v");
+        assert_eq!(shape, Shape::IfAllHold { checks: 1 });
+        assert_eq!(ops(r).len(), 2);
+    }
+
+    #[test]
+    fn new_commands_refuse_as_redis_does() {
+        let error = |s: &str| error_of(decode(args(s), true, false, NOW));
+        for (cmd, want) in [
+            ("SET k v EX 1 PX 1", "ERR syntax error"),
+            ("SET k v EXAT 1 KEEPTTL", "ERR syntax error"),
+            ("SET k v KEEPTTL EXAT 1", "ERR syntax error"),
+            ("SET k v EXAT", "ERR syntax error"),
+            // Options first, then the number.
+            ("SET k v EXAT soon NX XX", "ERR syntax error"),
+            (
+                "SET k v EXAT soon",
+                "ERR value is not an integer or out of range",
+            ),
+            ("SET k v PXAT 0", "ERR invalid expire time in 'set' command"),
+            (
+                "SET k v EXAT -5",
+                "ERR invalid expire time in 'set' command",
+            ),
+            ("SETEX k 0 v", "ERR invalid expire time in 'setex' command"),
+            (
+                "PSETEX k -1 v",
+                "ERR invalid expire time in 'psetex' command",
+            ),
+            ("SETEX k x v", "ERR value is not an integer or out of range"),
+            (
+                "SETEX k 9223372036854775807 v",
+                "ERR invalid expire time in 'setex' command",
+            ),
+            ("GETEX k EX 0", "ERR invalid expire time in 'getex' command"),
+            ("GETEX k EX", "ERR syntax error"),
+            ("GETEX k PERSIST EX 1", "ERR syntax error"),
+            ("GETEX k EX 1 PX 1", "ERR syntax error"),
+            ("GETEX k NX 1", "ERR syntax error"),
+            (
+                "GETEX k PX x",
+                "ERR value is not an integer or out of range",
+            ),
+            ("MSET a", "ERR wrong number of arguments for 'mset' command"),
+            (
+                "MSET a 1 b",
+                "ERR wrong number of arguments for 'mset' command",
+            ),
+            (
+                "MSETNX a 1 b",
+                "ERR wrong number of arguments for 'msetnx' command",
+            ),
+            (
+                "EXPIREAT k x",
+                "ERR value is not an integer or out of range",
+            ),
+            (
+                "EXPIREAT k 1 NX",
+                "ERR wrong number of arguments for 'expireat' command",
+            ),
+            (
+                "EXPIREAT k 9223372036854775807",
+                "ERR invalid expire time in 'expireat' command",
+            ),
+            (
+                "PERSIST",
+                "ERR wrong number of arguments for 'persist' command",
+            ),
+            (
+                "HMGET h",
+                "ERR wrong number of arguments for 'hmget' command",
+            ),
+            (
+                "HEXISTS h",
+                "ERR wrong number of arguments for 'hexists' command",
+            ),
+            (
+                "HLEN h f",
+                "ERR wrong number of arguments for 'hlen' command",
+            ),
+            (
+                "HSETNX h f",
+                "ERR wrong number of arguments for 'hsetnx' command",
+            ),
+            (
+                "SETNX k",
+                "ERR wrong number of arguments for 'setnx' command",
+            ),
+            (
+                "GETDEL",
+                "ERR wrong number of arguments for 'getdel' command",
+            ),
+            (
+                "UNLINK",
+                "ERR wrong number of arguments for 'unlink' command",
+            ),
+        ] {
+            assert_eq!(error(cmd), want, "{cmd}");
+        }
+        let many = format!("MSETNX{}", " k v".repeat(MAX_BATCH_OPS / 2 + 1));
+        assert!(
+            error(&many).contains("at most 500 keys"),
+            "{}",
+            error(&many)
+        );
+        let many = format!("HMGET h{}", " f".repeat(MAX_BATCH_OPS + 1));
+        assert!(error(&many).contains("at most 1000 fields"));
+    }
+
     #[test]
     fn errors_in_redis_words() {
         assert_eq!(
-            error_of(decode(args("GET"), true, false)),
+            error_of(decode(args("GET"), true, false, NOW)),
             "ERR wrong number of arguments for 'get' command"
         );
         assert_eq!(
-            error_of(decode(args("FLUSHALL now"), true, false)),
+            error_of(decode(args("FLUSHALL now"), true, false, NOW)),
             "ERR unknown command 'FLUSHALL', with args beginning with: 'now' "
         );
         assert_eq!(
-            error_of(decode(args("SET k v NX XX"), true, false)),
+            error_of(decode(args("SET k v NX XX"), true, false, NOW)),
             "ERR syntax error"
         );
         assert_eq!(
-            error_of(decode(args("SET k v EX 0"), true, false)),
+            error_of(decode(args("SET k v EX 0"), true, false, NOW)),
             "ERR invalid expire time in 'set' command"
         );
-        assert!(error_of(decode(args("SET k v KEEPTTL"), true, false)).contains("not supported"));
         assert_eq!(
-            error_of(decode(args("INCRBY k 1.5"), true, false)),
+            error_of(decode(args("INCRBY k 1.5"), true, false, NOW)),
             "ERR value is not an integer or out of range"
         );
         assert_eq!(
-            error_of(decode(args("DECRBY k -9223372036854775808"), true, false)),
+            error_of(decode(
+                args("DECRBY k -9223372036854775808"),
+                true,
+                false,
+                NOW
+            )),
             "ERR decrement would overflow"
         );
-        assert!(error_of(decode(args("GET k"), false, true)).starts_with("NOAUTH "));
-        assert!(error_of(decode(args("HELLO 4"), true, false)).starts_with("NOPROTO "));
+        assert!(error_of(decode(args("GET k"), false, true, NOW)).starts_with("NOAUTH "));
+        assert!(error_of(decode(args("HELLO 4"), true, false, NOW)).starts_with("NOPROTO "));
     }
 
     #[test]

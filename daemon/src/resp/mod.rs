@@ -21,9 +21,10 @@
 pub mod command;
 pub mod reply;
 pub mod table;
+pub mod transaction;
 
-use bytes::BytesMut;
-use command::{Now, Shape};
+use bytes::{Bytes, BytesMut};
+use command::{Decoded, Now, Shape};
 use rush_protocol::frame;
 use rush_protocol::limits::MAX_FRAME_CEILING;
 use rush_protocol::resp::write;
@@ -65,6 +66,8 @@ pub struct RespConn {
     pub wire: BytesMut,
     /// Bytes of answers in `queue` (as they came, or as estimated).
     queued_bytes: usize,
+    /// MULTI's queue and WATCH's values.
+    txn: transaction::Transaction,
 }
 
 impl Default for RespConn {
@@ -75,6 +78,7 @@ impl Default for RespConn {
             queue: VecDeque::new(),
             wire: BytesMut::new(),
             queued_bytes: 0,
+            txn: transaction::Transaction::default(),
         }
     }
 }
@@ -83,6 +87,31 @@ impl RespConn {
     /// Unwritten answers.
     pub fn queued_output(&self) -> usize {
         self.wire.len() + self.queued_bytes
+    }
+
+    /// Decode one command (see [`command::decode`]) in the connection's
+    /// state: the transaction words are answered here, and between MULTI
+    /// and EXEC every other command is queued.
+    pub fn decode(
+        &mut self,
+        args: Vec<Bytes>,
+        authenticated: bool,
+        auth_required: bool,
+        now_ms: u64,
+    ) -> Decoded {
+        if let Some(word) = transaction::Word::of(&args[0]) {
+            return match command::refusal(word.name(), &args, authenticated) {
+                Some(refused) => self.txn.refused(refused),
+                None => self.txn.word(word, &args),
+            };
+        }
+        if !self.txn.in_multi() {
+            return command::decode(args, authenticated, auth_required, now_ms);
+        }
+        let name = args[0].clone();
+        let size = args.iter().map(|a| a.len()).sum();
+        let decoded = command::decode(args, authenticated, auth_required, now_ms);
+        self.txn.queue(&name, size, decoded)
     }
 
     /// A command that runs through the request path: its request id.
@@ -117,12 +146,17 @@ impl RespConn {
                 );
                 continue;
             };
-            let Pending::Waiting(shape) = &self.queue[i] else {
+            let Pending::Waiting(shape) = &mut self.queue[i] else {
                 continue;
             };
-            let shape = shape.clone();
+            // Taken, not cloned (EXEC's shape holds its parts); the entry
+            // is replaced below.
+            let shape = std::mem::replace(shape, Shape::Bulk);
             let size = f.body.len();
             let result = reply::decode_answer(f.header.opcode, f.body);
+            if let Shape::Watch(read) = &shape {
+                self.txn.watched(read, &result);
+            }
             if i == 0 {
                 self.queue.pop_front();
                 self.base += 1;
@@ -160,7 +194,7 @@ impl RespConn {
 
 /// Write an answer that needed no request. `HELLO 2|3` switches the
 /// connection's version first: it is answered in the version it asked for.
-fn write_now(out: &mut BytesMut, proto: &mut u8, answer: Now) {
+pub(crate) fn write_now(out: &mut BytesMut, proto: &mut u8, answer: Now) {
     if let Now::Hello { proto: p @ (2 | 3) } = answer {
         *proto = p;
     }
@@ -173,5 +207,11 @@ fn write_now(out: &mut BytesMut, proto: &mut u8, answer: Now) {
         Now::Hello { .. } => reply::hello_map(out, resp3),
         Now::Empty { map: true } => write::map(out, 0, resp3),
         Now::Empty { map: false } => write::array(out, 0),
+        Now::Array(answers) => {
+            write::array(out, answers.len());
+            for a in answers {
+                write_now(out, proto, a);
+            }
+        }
     }
 }

@@ -83,21 +83,55 @@ pub fn resp_addr_of(addr: &str) -> String {
 /// Write one answer in `shape`. `proto` is the connection's protocol
 /// version; HELLO changes it.
 pub fn render(out: &mut BytesMut, proto: &mut u8, shape: &Shape, result: Result<Reply, RushError>) {
-    let reply = match result {
-        Ok(r) => r,
-        Err(e) => return write::error(out, &error_line(&batch_cause(e))),
-    };
     let resp3 = *proto == 3;
+    let reply = match (shape, result) {
+        (Shape::Exec(exec), result) => {
+            return super::transaction::render(out, *proto, exec, result)
+        }
+        (_, Ok(r)) => r,
+        // MSETNX, HSETNX: a CHECK of theirs aborted the batch.
+        (Shape::IfAllHold { checks }, Err(e))
+            if e.code == ErrorCode::ConditionFailed
+                && matches!(e.detail, ErrorDetail::BatchIndex { index } if (index as usize) < *checks) =>
+        {
+            return write::integer(out, 0)
+        }
+        (Shape::Watch(read), Err(e)) if e.code == ErrorCode::WrongType => {
+            let key = match e.detail {
+                ErrorDetail::BatchIndex { index } => read.keys.get(index as usize),
+                _ => None,
+            };
+            let key = key.map_or_else(String::new, |k| {
+                format!(" '{}'", String::from_utf8_lossy(&k[..k.len().min(128)]))
+            });
+            return write::error(
+                out,
+                &format!("ERR WATCH compares string values; the key{key} holds a hash"),
+            );
+        }
+        (_, Err(e)) => return write::error(out, &error_line(&batch_cause(e))),
+    };
     match (shape, reply) {
         (Shape::Bulk, Reply::Get(v) | Reply::HGet(v)) => bulk_or_null(out, v, resp3),
-        (Shape::SetOk, Reply::Set(true)) => write::simple(out, "OK"),
-        (Shape::SetOk, Reply::Set(false)) => write::null(out, resp3),
+        (Shape::Ok | Shape::Watch(_), _) => write::simple(out, "OK"),
+        (
+            Shape::SetOk,
+            Reply::Set(true) | Reply::SetKeepTtl(true) | Reply::Del(true) | Reply::Exists(false),
+        ) => write::simple(out, "OK"),
+        (
+            Shape::SetOk,
+            Reply::Set(false) | Reply::SetKeepTtl(false) | Reply::Del(false) | Reply::Exists(true),
+        ) => write::null(out, resp3),
         (Shape::SetGet, Reply::Batch(b)) => match b.results.into_iter().next() {
             Some(Reply::Get(v)) => bulk_or_null(out, v, resp3),
             _ => unexpected(out),
         },
-        (Shape::Flag, Reply::Del(f) | Reply::Exists(f) | Reply::Expire(f)) => {
-            write::integer(out, i64::from(f))
+        (
+            Shape::Flag,
+            Reply::Del(f) | Reply::Exists(f) | Reply::Expire(f) | Reply::Set(f) | Reply::Check(f),
+        ) => write::integer(out, i64::from(f)),
+        (Shape::Present, Reply::HGet(v) | Reply::Get(v)) => {
+            write::integer(out, i64::from(v.is_some()))
         }
         (Shape::Integer, Reply::HSet(n) | Reply::HDel(n)) => {
             write::integer(out, i64::try_from(n).unwrap_or(i64::MAX))
@@ -115,11 +149,17 @@ pub fn render(out: &mut BytesMut, proto: &mut u8, shape: &Shape, result: Result<
             write::array(out, b.results.len());
             for r in b.results {
                 match r {
-                    Reply::Get(v) => bulk_or_null(out, v, resp3),
+                    Reply::Get(v) | Reply::HGet(v) => bulk_or_null(out, v, resp3),
                     _ => write::null(out, resp3),
                 }
             }
         }
+        (Shape::Len, Reply::HGetAll(h)) => write::integer(out, h.fields.len() as i64),
+        (Shape::Persist, Reply::Batch(b)) => {
+            let had_ttl = matches!(b.results.first(), Some(Reply::Ttl(TtlReply::Remaining(_))));
+            write::integer(out, i64::from(had_ttl))
+        }
+        (Shape::IfAllHold { .. }, Reply::Batch(_)) => write::integer(out, 1),
         (Shape::Ttl { ms }, Reply::Ttl(t)) => write::integer(
             out,
             match t {

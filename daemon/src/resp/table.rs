@@ -37,6 +37,8 @@ const W: &[&str] = &["write", "fast"];
 const WM: &[&str] = &["write", "denyoom"];
 const R: &[&str] = &["readonly", "fast"];
 const C: &[&str] = &["fast", "loading", "stale"];
+/// The transaction commands.
+const T: &[&str] = &["noscript", "loading", "stale", "fast"];
 
 const fn spec(
     name: &'static str,
@@ -57,6 +59,8 @@ const fn spec(
 const NONE: (i32, i32, i32) = (0, 0, 0);
 const ONE: (i32, i32, i32) = (1, 1, 1);
 const ALL: (i32, i32, i32) = (1, -1, 1);
+/// Every other argument from the first: MSET's keys.
+const PAIRS: (i32, i32, i32) = (1, -1, 2);
 
 /// Sorted by name.
 pub const SPECS: &[Spec] = &[
@@ -65,26 +69,46 @@ pub const SPECS: &[Spec] = &[
     spec("decr", 2, W, ONE),
     spec("decrby", 3, W, ONE),
     spec("del", -2, W, ALL),
+    spec("discard", 1, T, NONE),
     spec("echo", 2, C, NONE),
+    spec("exec", 1, &["noscript", "loading", "stale"], NONE),
     spec("exists", -2, R, ALL),
     spec("expire", -3, W, ONE),
+    spec("expireat", -3, W, ONE),
     spec("get", 2, R, ONE),
+    spec("getdel", 2, W, ONE),
+    spec("getex", -2, W, ONE),
     spec("hdel", -3, W, ONE),
     spec("hello", -1, C, NONE),
+    spec("hexists", 3, R, ONE),
     spec("hget", 3, R, ONE),
     spec("hgetall", 2, &["readonly"], ONE),
     spec("hincrby", 4, W, ONE),
+    spec("hlen", 2, R, ONE),
+    spec("hmget", -3, R, ONE),
     spec("hset", -4, W, ONE),
+    spec("hsetnx", 4, W, ONE),
     spec("incr", 2, W, ONE),
     spec("incrby", 3, W, ONE),
     spec("mget", -2, R, ALL),
+    spec("mset", -3, WM, PAIRS),
+    spec("msetnx", -3, WM, PAIRS),
+    spec("multi", 1, T, NONE),
+    spec("persist", 2, W, ONE),
     spec("pexpire", -3, W, ONE),
+    spec("pexpireat", -3, W, ONE),
     spec("ping", -1, C, NONE),
+    spec("psetex", 4, WM, ONE),
     spec("pttl", 2, R, ONE),
     spec("quit", -1, C, NONE),
     spec("select", 2, C, NONE),
     spec("set", -3, WM, ONE),
+    spec("setex", 4, WM, ONE),
+    spec("setnx", 3, W, ONE),
     spec("ttl", 2, R, ONE),
+    spec("unlink", -2, W, ALL),
+    spec("unwatch", 1, T, NONE),
+    spec("watch", -2, T, ALL),
 ];
 
 /// The row of a command, by its lower-case name.
@@ -98,7 +122,8 @@ pub fn find(name: &str) -> Option<&'static Spec> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resp::command::{decode, Decoded, Now};
+    use crate::resp::command::{Decoded, Now};
+    use crate::resp::RespConn;
     use bytes::Bytes;
 
     #[test]
@@ -119,7 +144,8 @@ mod tests {
             let args = std::iter::once(Bytes::from_static(s.name.as_bytes()))
                 .chain((1..argc).map(|_| Bytes::from_static(b"1")))
                 .collect();
-            if let Decoded::Now(Now::Error(e)) = decode(args, true, false) {
+            let mut conn = RespConn::default();
+            if let Decoded::Now(Now::Error(e)) = conn.decode(args, true, false, 0) {
                 assert!(!e.contains("unknown command"), "{}: {e}", s.name);
             }
             assert!(s.arity != 0 && s.step >= 0, "{}", s.name);

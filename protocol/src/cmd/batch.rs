@@ -29,6 +29,7 @@ impl Batch {
             op,
             Opcode::Get
                 | Opcode::Set
+                | Opcode::SetKeepTtl
                 | Opcode::Del
                 | Opcode::Exists
                 | Opcode::IncrBy

@@ -45,27 +45,36 @@ impl Wire for Set {
         out.put_lp(&self.key);
         out.put_lp(&self.value);
         out.put_u64(self.ttl_ms);
-        out.put_u8(match self.cond {
-            SetCond::Always => 0,
-            SetCond::IfAbsent => 1,
-            SetCond::IfPresent => 2,
-        });
+        encode_cond(out, self.cond);
     }
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         let key = read_key(r)?;
         let value = r.bytes("value", MAX_VALUE)?;
         let ttl_ms = r.u64("ttl")?;
-        let cond = match r.u8("condition")? {
-            0 => SetCond::Always,
-            1 => SetCond::IfAbsent,
-            2 => SetCond::IfPresent,
-            c => return Err(DecodeError::invalid("condition", format!("{c}"))),
-        };
+        let cond = decode_cond(r)?;
         Ok(Set {
             key,
             value,
             ttl_ms,
             cond,
         })
+    }
+}
+
+/// SET's and SET_KEEPTTL's `u8 cond`.
+pub(super) fn encode_cond(out: &mut BytesMut, cond: SetCond) {
+    out.put_u8(match cond {
+        SetCond::Always => 0,
+        SetCond::IfAbsent => 1,
+        SetCond::IfPresent => 2,
+    });
+}
+
+pub(super) fn decode_cond(r: &mut Reader) -> Result<SetCond, DecodeError> {
+    match r.u8("condition")? {
+        0 => Ok(SetCond::Always),
+        1 => Ok(SetCond::IfAbsent),
+        2 => Ok(SetCond::IfPresent),
+        c => Err(DecodeError::invalid("condition", format!("{c}"))),
     }
 }

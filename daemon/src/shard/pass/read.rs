@@ -3,7 +3,7 @@
 //! this shard, forwarded to its own, or handed to a node task.
 
 use super::{Origin, Work};
-use crate::resp::command::{self, Decoded, Now};
+use crate::resp::command::{Decoded, Now};
 use crate::server::node_cmds::{self, NodeAnswer};
 use crate::shard::conn::{ConnId, ReadOutcome};
 use crate::shard::forward::Forwarded;
@@ -344,7 +344,7 @@ impl Shard {
         let Some(r) = c.resp.as_deref_mut() else {
             return;
         };
-        match command::decode(args, c.state.authenticated, auth_required) {
+        match r.decode(args, c.state.authenticated, auth_required, now_ms) {
             Decoded::Now(answer) => {
                 r.answer(answer);
                 self.io.touch(idx);

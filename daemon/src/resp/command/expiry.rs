@@ -1,0 +1,131 @@
+//! Expiry: the TTL options of SET and GETEX, EXPIREAT / PEXPIREAT and
+//! PERSIST. Absolute times are made relative to the daemon's clock when
+//! the command is read (the request then runs within the same pass, or
+//! the next on another shard: within a millisecond or two).
+
+use super::{arity_error, err, parse_i64, Decoded, Shape};
+use bytes::Bytes;
+use rush_protocol::cmd::{Batch, Del, Expire, Ttl};
+
+/// When a key given a TTL option expires, seen from now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lifetime {
+    /// In this many milliseconds (> 0).
+    In(u64),
+    /// Already: an EXAT/PXAT in the past. Redis writes the key and it is
+    /// gone at once; Rush writes nothing that lives.
+    Past,
+}
+
+/// The lifetime an `EX s`, `PX ms`, `EXAT s` or `PXAT ms` option gives
+/// (`opt` upper case), refused as Redis refuses it: not an integer, or not
+/// above 0 (or overflowing): `invalid expire time in '{command}' command`.
+pub(super) fn option(
+    opt: &[u8],
+    n: &Bytes,
+    now_ms: u64,
+    command: &str,
+) -> Result<Lifetime, Decoded> {
+    let Some(n) = parse_i64(n) else {
+        return Err(err("ERR value is not an integer or out of range"));
+    };
+    let invalid = || err(format!("ERR invalid expire time in '{command}' command"));
+    if n <= 0 {
+        return Err(invalid());
+    }
+    let ms = match opt {
+        b"EX" | b"EXAT" => n.checked_mul(1000).ok_or_else(invalid)?,
+        _ => n,
+    };
+    Ok(match opt {
+        b"EXAT" | b"PXAT" => at(ms, now_ms),
+        _ => Lifetime::In(ms as u64),
+    })
+}
+
+/// An absolute Unix time in ms, seen from `now_ms`.
+fn at(at_ms: i64, now_ms: u64) -> Lifetime {
+    let left = i128::from(at_ms) - i128::from(now_ms);
+    if left > 0 {
+        Lifetime::In(u64::try_from(left).unwrap_or(u64::MAX))
+    } else {
+        Lifetime::Past
+    }
+}
+
+/// `EXPIREAT key s` / `PEXPIREAT key ms` → `:1` if the key exists. A time
+/// in the past deletes the key, as in Redis. The NX/XX/GT/LT options are
+/// not supported yet (as for EXPIRE: a wrong number of arguments).
+pub(super) fn expire_at(a: &[Bytes], name: &str, now_ms: u64) -> Decoded {
+    if a.len() != 2 {
+        return arity_error(name);
+    }
+    let Some(n) = parse_i64(&a[1]) else {
+        return err("ERR value is not an integer or out of range");
+    };
+    let at_ms = if name == "expireat" {
+        n.checked_mul(1000)
+    } else {
+        Some(n)
+    };
+    let Some(at_ms) = at_ms else {
+        return err(format!("ERR invalid expire time in '{name}' command"));
+    };
+    let key = a[0].clone();
+    match at(at_ms, now_ms) {
+        Lifetime::Past => Decoded::Run(Del { key }.into(), Shape::Flag),
+        Lifetime::In(ttl_ms) => Decoded::Run(Expire { key, ttl_ms }.into(), Shape::Flag),
+    }
+}
+
+/// `PERSIST key` → `:1` if the key had a TTL (now removed), else `:0`:
+/// one BATCH [TTL, EXPIRE 0].
+pub(super) fn persist(a: &[Bytes]) -> Decoded {
+    let key = a[0].clone();
+    let ops = vec![
+        Ttl { key: key.clone() }.into(),
+        Expire { key, ttl_ms: 0 }.into(),
+    ];
+    Decoded::Run(Batch { ops }.into(), Shape::Persist)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absolute_times_are_relative_to_the_daemons_clock() {
+        let n = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let now = 1_000_000_000_000;
+        assert_eq!(
+            option(b"EXAT", &n("1000000005"), now, "set"),
+            Ok(Lifetime::In(5000))
+        );
+        assert_eq!(
+            option(b"PXAT", &n("1000000000001"), now, "set"),
+            Ok(Lifetime::In(1))
+        );
+        assert_eq!(
+            option(b"PXAT", &n("1000000000000"), now, "set"),
+            Ok(Lifetime::Past)
+        );
+        assert_eq!(option(b"EXAT", &n("1"), now, "set"), Ok(Lifetime::Past));
+        assert_eq!(option(b"EX", &n("2"), now, "set"), Ok(Lifetime::In(2000)));
+        let error = |d: Result<Lifetime, Decoded>| match d {
+            Err(Decoded::Now(super::super::Now::Error(e))) => e,
+            _ => panic!("not refused"),
+        };
+        assert_eq!(
+            error(option(b"EXAT", &n("0"), now, "getex")),
+            "ERR invalid expire time in 'getex' command"
+        );
+        assert_eq!(
+            error(option(b"EX", &n("9223372036854775807"), now, "set")),
+            "ERR invalid expire time in 'set' command"
+        );
+        assert_eq!(
+            error(option(b"PX", &n("soon"), now, "set")),
+            "ERR value is not an integer or out of range"
+        );
+    }
+}

@@ -172,7 +172,7 @@ async fn redis_cli_runs_every_command_in_resp2_and_resp3() {
                 vec!["DEL".into(), k("x"), k("y")],
                 "CROSSSLOT Keys in request don't hash to the same slot",
             ),
-            (vec!["COMMAND".into(), "COUNT".into()], "25"),
+            (vec!["COMMAND".into(), "COUNT".into()], "46"),
             (
                 vec!["NOPE".into(), "arg".into()],
                 "ERR unknown command 'NOPE', with args beginning with: 'arg'",

@@ -16,8 +16,14 @@ use tokio::net::TcpStream;
 
 const BASE_URL: &str = "https://s.test/";
 
+/// A node whose short URLs start with [`BASE_URL`] and whose app links may
+/// use the `app:` scheme.
 async fn start() -> TestNode {
-    TestNode::start_with(|c| c.links.base_url = BASE_URL.into()).await
+    TestNode::start_with(|c| {
+        c.links.base_url = BASE_URL.into();
+        c.links.app_schemes = vec!["app".into()];
+    })
+    .await
 }
 
 fn resp_addr(node: &TestNode) -> SocketAddr {

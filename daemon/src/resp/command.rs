@@ -57,6 +57,8 @@ pub enum Shape {
     Map,
     /// HELLO's answer: `+OK` (AUTH), or the HELLO map in protocol `proto`.
     Hello { proto: Option<u8> },
+    /// A service command's answer (`LINK.*`, `LIMIT.*`, ...).
+    Service(super::services::ServiceShape),
 }
 
 /// What to do with one command.
@@ -342,7 +344,7 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool, now_ms
                 Shape::Integer,
             )
         }
-        _ => err(unknown_command(&args)),
+        _ => super::services::decode(&name, a).unwrap_or_else(|| err(unknown_command(&args))),
     }
 }
 

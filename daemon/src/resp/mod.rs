@@ -20,6 +20,7 @@
 
 pub mod command;
 pub mod reply;
+pub mod services;
 pub mod table;
 pub mod transaction;
 

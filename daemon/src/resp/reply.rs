@@ -83,6 +83,9 @@ pub fn resp_addr_of(addr: &str) -> String {
 /// Write one answer in `shape`. `proto` is the connection's protocol
 /// version; HELLO changes it.
 pub fn render(out: &mut BytesMut, proto: &mut u8, shape: &Shape, result: Result<Reply, RushError>) {
+    if let Shape::Service(s) = shape {
+        return super::services::render(out, *proto == 3, s, result);
+    }
     let resp3 = *proto == 3;
     let reply = match (shape, result) {
         (Shape::Exec(exec), result) => {

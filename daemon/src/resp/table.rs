@@ -39,6 +39,9 @@ const R: &[&str] = &["readonly", "fast"];
 const C: &[&str] = &["fast", "loading", "stale"];
 /// The transaction commands.
 const T: &[&str] = &["noscript", "loading", "stale", "fast"];
+/// Admin-only service commands (they run on every shard).
+const AW: &[&str] = &["admin", "write"];
+const AR: &[&str] = &["admin", "readonly"];
 
 const fn spec(
     name: &'static str,
@@ -61,16 +64,30 @@ const ONE: (i32, i32, i32) = (1, 1, 1);
 const ALL: (i32, i32, i32) = (1, -1, 1);
 /// Every other argument from the first: MSET's keys.
 const PAIRS: (i32, i32, i32) = (1, -1, 2);
+/// The second argument (LIMIT.*'s user, after the policy).
+const SECOND: (i32, i32, i32) = (2, 2, 1);
 
-/// Sorted by name.
+/// Sorted by name. Service commands (services/) declare a key only where
+/// the slot is that argument's CRC16; the others rely on MOVED.
 pub const SPECS: &[Spec] = &[
     spec("auth", -2, C, NONE),
+    spec("catalog.alias", -4, &["write"], NONE),
+    spec("catalog.del", 3, W, ONE),
+    spec("catalog.put", -3, WM, ONE),
+    spec("catalog.query", -2, &["readonly"], ONE),
+    spec("catalog.shed", 2, AW, NONE),
     spec("command", -1, C, NONE),
     spec("decr", 2, W, ONE),
     spec("decrby", 3, W, ONE),
     spec("del", -2, W, ALL),
     spec("discard", 1, T, NONE),
     spec("echo", 2, C, NONE),
+    spec("envelope.ack", 2, AW, NONE),
+    spec("envelope.audit", 1, AR, NONE),
+    spec("envelope.create", -4, WM, ONE),
+    spec("envelope.grab", 3, W, NONE),
+    spec("envelope.info", 2, R, NONE),
+    spec("envelope.refunds", -1, AR, NONE),
     spec("exec", 1, &["noscript", "loading", "stale"], NONE),
     spec("exists", -2, R, ALL),
     spec("expire", -3, W, ONE),
@@ -90,6 +107,16 @@ pub const SPECS: &[Spec] = &[
     spec("hsetnx", 4, W, ONE),
     spec("incr", 2, W, ONE),
     spec("incrby", 3, W, ONE),
+    spec("limit.acquire", -6, W, SECOND),
+    spec("limit.policy", -2, &["write"], NONE),
+    spec("limit.release", 4, W, SECOND),
+    spec("limit.status", 3, R, SECOND),
+    spec("link.alias", -3, WM, NONE),
+    spec("link.delete", 2, W, NONE),
+    spec("link.info", 2, R, NONE),
+    spec("link.resolve", 2, W, NONE),
+    spec("link.shorten", -2, WM, NONE),
+    spec("link.update", -3, W, NONE),
     spec("mget", -2, R, ALL),
     spec("mset", -3, WM, PAIRS),
     spec("msetnx", -3, WM, PAIRS),

@@ -61,6 +61,10 @@ pub enum Now {
     Empty {
         map: bool,
     },
+    /// A reply built here (COMMAND, INFO, CLUSTER...): `super::value`.
+    Value(super::value::Value),
+    /// Needs the node or the connection: answered by `super::node::run`.
+    Node(super::node::Ask),
 }
 
 impl Now {
@@ -69,6 +73,7 @@ impl Now {
         match self {
             Now::Bulk(b) => b.len() + 16,
             Now::Error(e) => e.len() + 3,
+            Now::Value(v) => v.estimate(),
             _ => 16,
         }
     }
@@ -149,18 +154,6 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool) -> Dec
             run(hello(&a[a.len() - 1]), Shape::Hello { proto: None })
         }
         "hello" => decode_hello(a, authenticated, auth_required),
-        "command" => match a.first().map(|s| s.to_ascii_lowercase()) {
-            None => Decoded::Now(Now::Empty { map: false }),
-            Some(sub) if sub == b"count" => {
-                Decoded::Now(Now::Integer(super::table::SPECS.len() as i64))
-            }
-            Some(sub) if sub == b"docs" => Decoded::Now(Now::Empty { map: true }),
-            Some(sub) if sub == b"info" => Decoded::Now(Now::Empty { map: false }),
-            Some(sub) => err(format!(
-                "ERR unknown subcommand '{}'. Try COMMAND HELP.",
-                String::from_utf8_lossy(&sub)
-            )),
-        },
         "get" => {
             need!(a.len() == 1);
             run(Get { key: a[0].clone() }.into(), Shape::Bulk)
@@ -306,7 +299,8 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool) -> Dec
                 Shape::Integer,
             )
         }
-        _ => err(unknown_command(&args)),
+        // The node's own commands (COMMAND, INFO, CLUSTER, CLIENT...).
+        _ => super::node::decode(&name, a).unwrap_or_else(|| err(unknown_command(&args))),
     }
 }
 

@@ -169,6 +169,8 @@ pub async fn create(
     };
     let client = Client::connect_with(first, opts).await?;
     let mut nodes = Vec::with_capacity(addrs.len());
+    // Each node's RESP address as it reports it (INFO's resp_advertise).
+    let mut resp = Vec::with_capacity(addrs.len());
     let mut epoch = 0;
     for addr in addrs {
         let info = client.call_on(addr, Info {}).await?;
@@ -209,8 +211,15 @@ pub async fn create(
             )));
         }
         nodes.push((id, addr.clone()));
+        resp.push(info.get("resp_advertise").map(str::to_string));
     }
-    let map = ClusterSlotsReply::even(epoch + 1, nodes);
+    let mut map = ClusterSlotsReply::even(epoch + 1, nodes);
+    // The map names a RESP address only where it isn't the default (the
+    // binary port + 2), so maps of the default layout stay as readable to
+    // older nodes as before.
+    for (n, r) in map.nodes.iter_mut().zip(resp) {
+        n.resp_addr = r.filter(|r| !r.is_empty() && *r != n.resp_addr());
+    }
     map.validate().map_err(ClientError::Cluster)?;
     for n in &map.nodes {
         client.cluster_setmap_on(&n.addr, map.clone()).await?;

@@ -170,6 +170,7 @@ async fn moved_loads_the_map_from_the_node_it_names() {
             id: addr.clone(),
             addr,
             ranges: vec![SlotRange { start, end }],
+            resp_addr: None,
         };
         ClusterSlotsReply {
             epoch: 2,

@@ -179,11 +179,13 @@ fn ghost_map(epoch: u64, me: &str, addr: &str) -> ClusterSlotsReply {
                 id: me.into(),
                 addr: addr.into(),
                 ranges: vec![range(0, 8191)],
+                resp_addr: None,
             },
             ClusterNode {
                 id: "ghost".into(),
                 addr: "127.0.0.1:1".into(),
                 ranges: vec![range(8192, 16383)],
+                resp_addr: None,
             },
         ],
     }
@@ -588,11 +590,13 @@ async fn a_lone_node_with_data_grows_into_a_cluster_by_moving_slots() {
                 id: node_id(&a).await,
                 addr: addrs[0].clone(),
                 ranges: vec![range(0, 16383)],
+                resp_addr: None,
             },
             ClusterNode {
                 id: b_id.clone(),
                 addr: addrs[1].clone(),
                 ranges: vec![],
+                resp_addr: None,
             },
         ],
     };

@@ -103,6 +103,7 @@ fn map() -> ClusterSlotsReply {
                     start: 0,
                     end: 8191,
                 }],
+                resp_addr: None,
             },
             ClusterNode {
                 id: "b".into(),
@@ -111,9 +112,17 @@ fn map() -> ClusterSlotsReply {
                     start: 8192,
                     end: 16383,
                 }],
+                resp_addr: None,
             },
         ],
     }
+}
+
+/// [`map`] where "a" says its RESP address ("h:6") and "b" doesn't.
+fn map_with_resp() -> ClusterSlotsReply {
+    let mut m = map();
+    m.nodes[0].resp_addr = Some("h:6".into());
+    m
 }
 
 fn info_reply() -> InfoReply {
@@ -461,6 +470,10 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
         (
             "cluster-slots-reply",
             ok_reply::<ClusterSlots>(4, Reply::ClusterSlots(map())),
+        ),
+        (
+            "cluster-slots-reply-resp",
+            ok_reply::<ClusterSlots>(4, Reply::ClusterSlots(map_with_resp())),
         ),
         ("shards-request", request(4, Shards {})),
         (

@@ -397,7 +397,11 @@ fn cluster_map() -> impl Strategy<Value = ClusterSlotsReply> {
     (
         any::<u64>(),
         proptest::collection::vec(
-            ("[a-z]{1,8}", proptest::collection::vec(slot_range(), 0..4)),
+            (
+                "[a-z]{1,8}",
+                proptest::collection::vec(slot_range(), 0..4),
+                proptest::option::of(1u16..),
+            ),
             0..4,
         ),
     )
@@ -405,8 +409,9 @@ fn cluster_map() -> impl Strategy<Value = ClusterSlotsReply> {
             epoch,
             nodes: nodes
                 .into_iter()
-                .map(|(id, ranges)| ClusterNode {
+                .map(|(id, ranges, resp)| ClusterNode {
                     addr: format!("{id}:7379"),
+                    resp_addr: resp.map(|p| format!("{id}:{p}")),
                     id,
                     ranges,
                 })
@@ -791,6 +796,7 @@ fn any_reply() -> impl Strategy<Value = Reply> {
                                 end: (s + l).min(16383),
                             })
                             .collect(),
+                        resp_addr: None,
                     }],
                 })
             }),

@@ -23,6 +23,11 @@ pub struct ClusterConfig {
     /// node reports it in CLUSTER_SLOTS. Default: the listen address. In a
     /// cluster the map's address for this node is what counts.
     pub advertise: Option<String>,
+    /// The `host:port` Redis clients reach this node's RESP listener at, as
+    /// a lone node reports it (RESP's CLUSTER SLOTS, `-MOVED`). Default: the
+    /// RESP listener's bound address. In a cluster the map's `resp_addr`
+    /// for this node is what counts (not set there: `addr`'s port + 2).
+    pub resp_advertise: Option<String>,
     /// PEM file of the CA that signed the peers' certificates: set it when
     /// the nodes serve TLS, so a migrating node reaches its peers over TLS.
     pub peer_ca_file: Option<PathBuf>,
@@ -36,6 +41,7 @@ impl Default for ClusterConfig {
         ClusterConfig {
             map_file: None,
             advertise: None,
+            resp_advertise: None,
             peer_ca_file: None,
             peer_timeout_ms: DEFAULT_PEER_TIMEOUT_MS,
             migrate_chunk_keys: DEFAULT_MIGRATE_CHUNK_KEYS,
@@ -46,11 +52,16 @@ impl Default for ClusterConfig {
 
 impl ClusterConfig {
     pub fn validate(&self) -> Result<(), String> {
-        if let Some(a) = &self.advertise {
-            if a.rsplit_once(':')
-                .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
-            {
-                return Err(format!("cluster.advertise {a:?} is not host:port"));
+        for (name, a) in [
+            ("advertise", &self.advertise),
+            ("resp_advertise", &self.resp_advertise),
+        ] {
+            if let Some(a) = a {
+                if a.rsplit_once(':')
+                    .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+                {
+                    return Err(format!("cluster.{name} {a:?} is not host:port"));
+                }
             }
         }
         if self.migrate_chunk_keys == 0 || self.migrate_chunk_bytes < 1024 {

@@ -117,6 +117,10 @@ pub struct Cluster {
     pub node_id: String,
     /// What a lone node reports as its address.
     pub advertise: String,
+    /// This node's RESP address as a lone node reports it in RESP answers
+    /// and INFO (`cluster.resp_advertise`, else the RESP listener's bound
+    /// address; none when it is off). In a map, the map's counts.
+    pub resp_advertise: Option<String>,
     pub config: ClusterConfig,
     pub peers: Peers,
     storage: Arc<Storage>,
@@ -145,11 +149,16 @@ impl Cluster {
         storage: &Arc<Storage>,
         node_id: &str,
         listen: std::net::SocketAddr,
+        resp: Option<std::net::SocketAddr>,
         metrics: &Metrics,
         peer_token: Option<String>,
     ) -> anyhow::Result<Cluster> {
         let cfg = config.cluster.clone();
         let advertise = cfg.advertise.clone().unwrap_or_else(|| listen.to_string());
+        let resp_advertise = cfg
+            .resp_advertise
+            .clone()
+            .or_else(|| resp.map(|a| a.to_string()));
         let stored = store::load_map(storage).context("reading the stored cluster map")?;
         let file = match &cfg.map_file {
             Some(path) => Some(
@@ -219,6 +228,7 @@ impl Cluster {
             routing,
             node_id: node_id.to_string(),
             advertise,
+            resp_advertise,
             peers,
             storage: storage.clone(),
             migrating: tokio::sync::Mutex::new(()),
@@ -241,6 +251,32 @@ impl Cluster {
         }
     }
 
+    /// Where Redis clients reach node `n` of `map`: the map's `resp_addr`;
+    /// for a lone node (epoch 0) without one, this node's RESP listener;
+    /// else the default, `addr`'s port + 2.
+    pub fn resp_addr(&self, map: &Map, n: &ClusterNode) -> String {
+        match (&n.resp_addr, &self.resp_advertise) {
+            (None, Some(own)) if map.epoch() == 0 && n.id == self.node_id => own.clone(),
+            _ => n.resp_addr(),
+        }
+    }
+
+    /// The RESP address of the node at binary address `addr` in the map in
+    /// force (a MOVED answer's), by the rule of [`Cluster::resp_addr`].
+    pub fn resp_addr_of(&self, addr: &str) -> String {
+        let map = self.routing.map();
+        match map.map.nodes.iter().find(|n| n.addr == addr) {
+            Some(n) => self.resp_addr(&map, n),
+            None => ClusterNode {
+                id: String::new(),
+                addr: addr.to_string(),
+                ranges: Vec::new(),
+                resp_addr: None,
+            }
+            .resp_addr(),
+        }
+    }
+
     /// INFO rows.
     pub fn info(&self) -> Vec<(&'static str, String)> {
         let map = self.routing.map();
@@ -249,6 +285,10 @@ impl Cluster {
             ("cluster_nodes", map.map.nodes.len().to_string()),
             ("cluster_slots_owned", map.owned_count().to_string()),
             ("advertise", self.advertise.clone()),
+            (
+                "resp_advertise",
+                self.resp_advertise.clone().unwrap_or_default(),
+            ),
         ]
     }
 }
@@ -264,6 +304,10 @@ fn lone_map(node_id: &str, advertise: &str) -> ClusterSlotsReply {
                 start: 0,
                 end: SLOTS - 1,
             }],
+            // Binary clients need none; RESP answers name the listener's
+            // own address (`Cluster::resp_advertise`). Left out, the reply
+            // is what a client of the release before reads.
+            resp_addr: None,
         }],
     }
 }

@@ -89,6 +89,10 @@ pub enum Now {
     },
     /// An array of answers (EXEC of commands that need no shard).
     Array(Vec<Now>),
+    /// A reply built here (COMMAND, INFO, CLUSTER...): `super::value`.
+    Value(super::value::Value),
+    /// Needs the node or the connection: answered by `super::node::run`.
+    Node(super::node::Ask),
 }
 
 impl Now {
@@ -98,6 +102,7 @@ impl Now {
             Now::Bulk(b) => b.len() + 16,
             Now::Error(e) => e.len() + 3,
             Now::Array(a) => a.iter().map(Now::estimate).sum::<usize>() + 16,
+            Now::Value(v) => v.estimate(),
             _ => 16,
         }
     }
@@ -174,18 +179,6 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool, now_ms
             run(hello(&a[a.len() - 1]), Shape::Hello { proto: None })
         }
         "hello" => decode_hello(a, authenticated, auth_required),
-        "command" => match a.first().map(|s| s.to_ascii_lowercase()) {
-            None => Decoded::Now(Now::Empty { map: false }),
-            Some(sub) if sub == b"count" => {
-                Decoded::Now(Now::Integer(super::table::SPECS.len() as i64))
-            }
-            Some(sub) if sub == b"docs" => Decoded::Now(Now::Empty { map: true }),
-            Some(sub) if sub == b"info" => Decoded::Now(Now::Empty { map: false }),
-            Some(sub) => err(format!(
-                "ERR unknown subcommand '{}'. Try COMMAND HELP.",
-                String::from_utf8_lossy(&sub)
-            )),
-        },
         "get" => {
             need!(a.len() == 1);
             run(Get { key: a[0].clone() }.into(), Shape::Bulk)
@@ -344,7 +337,10 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool, now_ms
                 Shape::Integer,
             )
         }
-        _ => super::services::decode(&name, a).unwrap_or_else(|| err(unknown_command(&args))),
+        // The node's own commands (COMMAND, INFO, CLUSTER, CLIENT...).
+        _ => super::services::decode(&name, a)
+            .or_else(|| super::node::decode(&name, a))
+            .unwrap_or_else(|| err(unknown_command(&args))),
     }
 }
 

@@ -18,11 +18,14 @@
 //!
 //! `protocol/RESP.md` documents the commands and their replies.
 
+pub mod cluster;
 pub mod command;
+pub mod node;
 pub mod reply;
 pub mod services;
 pub mod table;
 pub mod transaction;
+pub mod value;
 
 use bytes::{Bytes, BytesMut};
 use command::{Decoded, Now, Shape};
@@ -31,6 +34,8 @@ use rush_protocol::limits::MAX_FRAME_CEILING;
 use rush_protocol::resp::write;
 use rush_protocol::{Reply, RushError};
 use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
 
 /// Which protocol a listener, and so a connection, speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,10 +74,41 @@ pub struct RespConn {
     queued_bytes: usize,
     /// MULTI's queue and WATCH's values.
     txn: transaction::Transaction,
+    /// The node, for the commands it answers itself ([`node::run`]) and
+    /// the RESP addresses of MOVED answers. `None` only in unit tests.
+    node: Option<Arc<crate::server::NodeShared>>,
+    /// CLIENT ID: this connection's entry in the node's
+    /// [`node::Clients`] (0: none).
+    pub id: u64,
+    /// The protocol version the node's client list shows for it.
+    listed_proto: u8,
+    laddr: Option<SocketAddr>,
 }
 
 impl Default for RespConn {
     fn default() -> Self {
+        RespConn::new(None, None, None)
+    }
+}
+
+impl Drop for RespConn {
+    fn drop(&mut self) {
+        if let Some(node) = &self.node {
+            node.resp_clients.close(self.id);
+        }
+    }
+}
+
+impl RespConn {
+    /// A connection from `addr` to `laddr`, listed in the node's clients.
+    pub fn new(
+        node: Option<Arc<crate::server::NodeShared>>,
+        addr: Option<SocketAddr>,
+        laddr: Option<SocketAddr>,
+    ) -> RespConn {
+        let id = node
+            .as_ref()
+            .map_or(0, |n| n.resp_clients.open(addr, laddr));
         RespConn {
             proto: 2,
             base: 1,
@@ -80,11 +116,34 @@ impl Default for RespConn {
             wire: BytesMut::new(),
             queued_bytes: 0,
             txn: transaction::Transaction::default(),
+            node,
+            id,
+            listed_proto: 2,
+            laddr,
         }
     }
-}
 
-impl RespConn {
+    /// The address this connection was accepted on.
+    pub fn laddr(&self) -> Option<SocketAddr> {
+        self.laddr
+    }
+
+    pub fn local_port(&self) -> Option<u16> {
+        self.laddr.map(|a| a.port())
+    }
+
+    /// Show the connection's protocol version in the client list (after a
+    /// HELLO switched it).
+    pub fn sync_proto(&mut self) {
+        if self.listed_proto != self.proto {
+            self.listed_proto = self.proto;
+            if let Some(node) = &self.node {
+                let p = self.proto;
+                node.resp_clients.update(self.id, |c| c.resp = p);
+            }
+        }
+    }
+
     /// Unwritten answers.
     pub fn queued_output(&self) -> usize {
         self.wire.len() + self.queued_bytes
@@ -121,10 +180,16 @@ impl RespConn {
         self.base + self.queue.len() as u64 - 1
     }
 
-    /// A command answered without a request.
+    /// A command answered without a request. The node's own commands are
+    /// answered now, in command order ([`node::run`]).
     pub fn answer(&mut self, now: Now) {
+        let now = match now {
+            Now::Node(ask) => node::run(self, ask),
+            now => now,
+        };
         if self.queue.is_empty() {
             write_now(&mut self.wire, &mut self.proto, now);
+            self.sync_proto();
         } else {
             self.queued_bytes += now.estimate();
             self.queue.push_back(Pending::Now(now));
@@ -154,7 +219,8 @@ impl RespConn {
             // is replaced below.
             let shape = std::mem::replace(shape, Shape::Bulk);
             let size = f.body.len();
-            let result = reply::decode_answer(f.header.opcode, f.body);
+            let result = reply::decode_answer(f.header.opcode, f.body)
+                .map_err(|e| reply::redirect_to_resp(e, self.node.as_deref().map(|n| &*n.cluster)));
             if let Shape::Watch(read) = &shape {
                 self.txn.watched(read, &result);
             }
@@ -168,6 +234,7 @@ impl RespConn {
                 self.queue[i] = Pending::Answered(shape, result, size);
             }
         }
+        self.sync_proto();
     }
 
     /// Write the answers whose turn has come.
@@ -214,5 +281,8 @@ pub(crate) fn write_now(out: &mut BytesMut, proto: &mut u8, answer: Now) {
                 write_now(out, proto, a);
             }
         }
+        Now::Value(v) => v.write(out, resp3),
+        // Answered in `RespConn::answer` before anything is queued.
+        Now::Node(_) => write::error(out, "ERR internal: a node command left unanswered"),
     }
 }

@@ -34,15 +34,19 @@ pub fn error_line(e: &RushError) -> String {
         ErrorCode::WrongType => {
             return "WRONGTYPE Operation against a key holding the wrong kind of value".into()
         }
+        // The address is the RESP one ([`redirect_to_resp`] made it so).
         ErrorCode::Moved => {
             if let ErrorDetail::Redirect { slot, addr } = &e.detail {
-                return format!("MOVED {slot} {}", resp_addr_of(addr));
+                return format!("MOVED {slot} {addr}");
             }
             "MOVED"
         }
         ErrorCode::CrossSlot => {
             return "CROSSSLOT Keys in request don't hash to the same slot".into()
         }
+        // Mid-move (the slot is frozen while it is copied): nothing was
+        // done, resend shortly, as Redis's TRYAGAIN. Rush never answers
+        // ASK (a slot moves whole: see `crate::cluster`).
         ErrorCode::TryAgain => "TRYAGAIN",
         ErrorCode::Busy => "BUSY",
         ErrorCode::Unauthorized => {
@@ -67,17 +71,26 @@ pub fn error_line(e: &RushError) -> String {
     format!("{prefix} {}", e.message)
 }
 
-/// The RESP address of a node known by its binary address: the default
-/// layout's (same host, port + 2) until the cluster map carries RESP
-/// addresses (protocol/RESP.md).
-pub fn resp_addr_of(addr: &str) -> String {
-    match addr.rsplit_once(':') {
-        Some((host, port)) => match port.parse::<u16>().ok().and_then(|p| p.checked_add(2)) {
-            Some(p) => format!("{host}:{p}"),
-            None => addr.to_string(),
-        },
-        None => addr.to_string(),
+/// A MOVED answer names the owner by its binary address; a RESP client is
+/// sent to the owner's RESP address instead: the map's `resp_addr`, else
+/// the default layout's (same host, port + 2) — [`Cluster::resp_addr`].
+/// Without a node to ask (tests), the default.
+///
+/// [`Cluster::resp_addr`]: crate::cluster::Cluster::resp_addr
+pub fn redirect_to_resp(mut e: RushError, cluster: Option<&crate::cluster::Cluster>) -> RushError {
+    if let ErrorDetail::Redirect { addr, .. } = &mut e.detail {
+        *addr = match cluster {
+            Some(c) => c.resp_addr_of(addr),
+            None => rush_protocol::cmd::ClusterNode {
+                id: String::new(),
+                addr: std::mem::take(addr),
+                ranges: Vec::new(),
+                resp_addr: None,
+            }
+            .resp_addr(),
+        };
     }
+    e
 }
 
 /// Write one answer in `shape`. `proto` is the connection's protocol
@@ -234,7 +247,7 @@ mod tests {
 
     #[test]
     fn error_table() {
-        let moved = RushError::moved(12, "10.0.0.2:7379");
+        let moved = redirect_to_resp(RushError::moved(12, "10.0.0.2:7379"), None);
         assert_eq!(error_line(&moved), "MOVED 12 10.0.0.2:7381");
         assert_eq!(error_line(&RushError::busy("full")), "BUSY full");
         assert!(error_line(&RushError::wrong_type("GET on a hash")).starts_with("WRONGTYPE "));
@@ -244,6 +257,7 @@ mod tests {
             Some("TRYAGAIN")
         );
         assert!(error_line(&RushError::new(ErrorCode::CrossSlot, "x")).starts_with("CROSSSLOT "));
-        assert_eq!(resp_addr_of("[::1]:7379"), "[::1]:7381");
+        let moved = redirect_to_resp(RushError::moved(1, "[::1]:7379"), None);
+        assert_eq!(error_line(&moved), "MOVED 1 [::1]:7381");
     }
 }

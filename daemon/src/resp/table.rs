@@ -42,6 +42,8 @@ const T: &[&str] = &["noscript", "loading", "stale", "fast"];
 /// Admin-only service commands (they run on every shard).
 const AW: &[&str] = &["admin", "write"];
 const AR: &[&str] = &["admin", "readonly"];
+/// Node commands that may take longer (they build text or lists).
+const N: &[&str] = &["loading", "stale"];
 
 const fn spec(
     name: &'static str,
@@ -76,7 +78,10 @@ pub const SPECS: &[Spec] = &[
     spec("catalog.put", -3, WM, ONE),
     spec("catalog.query", -2, &["readonly"], ONE),
     spec("catalog.shed", 2, AW, NONE),
-    spec("command", -1, C, NONE),
+    spec("client", -2, N, NONE),
+    spec("cluster", -2, N, NONE),
+    spec("command", -1, N, NONE),
+    spec("config", -2, N, NONE),
     spec("decr", 2, W, ONE),
     spec("decrby", 3, W, ONE),
     spec("del", -2, W, ALL),
@@ -107,6 +112,7 @@ pub const SPECS: &[Spec] = &[
     spec("hsetnx", 4, W, ONE),
     spec("incr", 2, W, ONE),
     spec("incrby", 3, W, ONE),
+    spec("info", -1, N, NONE),
     spec("limit.acquire", -6, W, SECOND),
     spec("limit.policy", -2, &["write"], NONE),
     spec("limit.release", 4, W, SECOND),
@@ -128,10 +134,13 @@ pub const SPECS: &[Spec] = &[
     spec("psetex", 4, WM, ONE),
     spec("pttl", 2, R, ONE),
     spec("quit", -1, C, NONE),
+    spec("readonly", 1, C, NONE),
+    spec("readwrite", 1, C, NONE),
     spec("select", 2, C, NONE),
     spec("set", -3, WM, ONE),
     spec("setex", 4, WM, ONE),
     spec("setnx", 3, W, ONE),
+    spec("time", 1, C, NONE),
     spec("ttl", 2, R, ONE),
     spec("unlink", -2, W, ALL),
     spec("unwatch", 1, T, NONE),
@@ -177,5 +186,42 @@ mod tests {
             }
             assert!(s.arity != 0 && s.step >= 0, "{}", s.name);
         }
+    }
+
+    /// Cluster clients route by these positions (redis-py's RedisCluster
+    /// reads them from COMMAND): each row's keys are the arguments the
+    /// request it becomes routes by. A command whose keys sit at the
+    /// positions gets one slot; arguments anywhere else hash elsewhere.
+    #[test]
+    fn key_positions_are_the_keys_requests_route_by() {
+        use rush_protocol::Target;
+        let mut checked = 0;
+        for s in SPECS.iter().filter(|s| s.first_key > 0) {
+            // The fewest arguments the command takes, two more when its
+            // keys run to the end (so the step is exercised).
+            let argc = s.arity.unsigned_abs() as usize + if s.last_key < 0 { 2 } else { 0 };
+            let keys = crate::resp::node::key_positions(s, argc);
+            assert!(!keys.is_empty(), "{}: no key position", s.name);
+            let args: Vec<Bytes> = (0..argc)
+                .map(|i| match i {
+                    0 => Bytes::from_static(s.name.as_bytes()),
+                    i if keys.contains(&i) => Bytes::from(format!("{{tag}}k{i}")),
+                    // Numbers, so options parse; each hashes elsewhere.
+                    i => Bytes::from(format!("{}", 10 + i)),
+                })
+                .collect();
+            let want = rush_protocol::key_slot(b"{tag}");
+            // Commands that want other arguments than numbers (or run no
+            // request) are checked by their own tests.
+            if let Decoded::Run(request, _) = decode(args.clone(), true, false) {
+                match request.target() {
+                    Ok(Target::Slot(slot)) => assert_eq!(slot, want, "{}: {args:?}", s.name),
+                    other => panic!("{}: routes to {other:?}", s.name),
+                }
+                checked += 1;
+            }
+        }
+        // At least the first slice's keyed commands (GET, SET, DEL, HSET...).
+        assert!(checked >= 18, "{checked} rows checked");
     }
 }

@@ -41,6 +41,8 @@ pub struct NodeShared {
     /// balancers stop sending before connections are drained.
     pub ready: AtomicBool,
     pub connections: AtomicUsize,
+    /// The RESP listener's clients (CLIENT LIST, CLIENT ID).
+    pub resp_clients: crate::resp::node::Clients,
     /// Tokens HELLO must present, when configured. Never logged.
     pub auth: crate::auth::Auth,
     /// Every node task (cluster operations, requests that run on all
@@ -260,7 +262,9 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
         );
         let token = auth.peer_token();
         tokio::task::spawn_blocking(move || {
-            crate::cluster::Cluster::open(&config, &storage, &node_id, addr, &metrics, token)
+            crate::cluster::Cluster::open(
+                &config, &storage, &node_id, addr, resp_addr, &metrics, token,
+            )
         })
         .await
         .context("cluster task")??
@@ -309,6 +313,7 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
         started: Instant::now(),
         ready: AtomicBool::new(false),
         connections: AtomicUsize::new(0),
+        resp_clients: Default::default(),
         tasks: tokio_util::task::TaskTracker::new(),
     });
     let mut threads = Vec::with_capacity(shards);

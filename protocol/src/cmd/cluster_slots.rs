@@ -4,7 +4,8 @@ use crate::slot::SLOTS;
 use crate::{RushError, Target};
 use bytes::{BufMut, BytesMut};
 
-/// `CLUSTER_SLOTS` → the cluster map: its epoch and each node's slot ranges.
+/// `CLUSTER_SLOTS` → the cluster map: its epoch and each node's slot ranges
+/// (and, when the map says, each node's RESP address).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClusterSlots {}
 
@@ -24,8 +25,38 @@ impl SlotRange {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterNode {
     pub id: String,
+    /// The binary protocol's `host:port`.
     pub addr: String,
     pub ranges: Vec<SlotRange>,
+    /// Where Redis clients reach the node (its RESP listener, `host:port`),
+    /// what `-MOVED` and RESP's CLUSTER SLOTS name. `None`: the default,
+    /// [`ClusterNode::resp_addr`].
+    pub resp_addr: Option<String>,
+}
+
+/// How far above the binary port a node's RESP listener is when the map
+/// doesn't say (rushd's default `server.resp_listen`: 7379 → 7381).
+pub const DEFAULT_RESP_PORT_OFFSET: u16 = 2;
+
+impl ClusterNode {
+    /// The node's RESP address: the map's, else the default layout's (the
+    /// binary address's host, its port + [`DEFAULT_RESP_PORT_OFFSET`]).
+    pub fn resp_addr(&self) -> String {
+        if let Some(a) = &self.resp_addr {
+            return a.clone();
+        }
+        match self.addr.rsplit_once(':') {
+            Some((host, port)) => match port
+                .parse::<u16>()
+                .ok()
+                .and_then(|p| p.checked_add(DEFAULT_RESP_PORT_OFFSET))
+            {
+                Some(p) => format!("{host}:{p}"),
+                None => self.addr.clone(),
+            },
+            None => self.addr.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -88,10 +119,18 @@ impl Wire for ClusterNode {
             id: r.string("node id", MAX_TEXT)?,
             addr: r.string("node addr", MAX_TEXT)?,
             ranges: r.list("ranges", SLOTS as usize, 4, SlotRange::decode)?,
+            // Read after the list of nodes (see ClusterSlotsReply).
+            resp_addr: None,
         })
     }
 }
 
+/// The RESP addresses are a field added after the list of nodes (a new
+/// field never goes inside a list element: PROTOCOL.md, "Compatibility"):
+/// `list<string>`, one per node in the nodes' order, `""` for a node
+/// without one. A map where no node has one leaves the field out, so it
+/// encodes as before the field existed — what an older node reads in a
+/// CLUSTER_SETMAP or MIGRATE_COMMIT, whose requests end with a map.
 impl Wire for ClusterSlotsReply {
     fn encode(&self, out: &mut BytesMut) {
         out.put_u64(self.epoch);
@@ -99,11 +138,32 @@ impl Wire for ClusterSlotsReply {
         for node in &self.nodes {
             node.encode(out);
         }
+        if self.nodes.iter().any(|n| n.resp_addr.is_some()) {
+            out.put_count(self.nodes.len());
+            for node in &self.nodes {
+                out.put_lp(node.resp_addr.as_deref().unwrap_or("").as_bytes());
+            }
+        }
     }
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
-        Ok(ClusterSlotsReply {
-            epoch: r.u64("epoch")?,
-            nodes: r.list("nodes", MAX_LIST, 12, ClusterNode::decode)?,
-        })
+        let epoch = r.u64("epoch")?;
+        let mut nodes = r.list("nodes", MAX_LIST, 12, ClusterNode::decode)?;
+        let resp = r.added(|r| {
+            r.list("resp addrs", MAX_LIST, 4, |r| {
+                r.string("resp addr", MAX_TEXT)
+            })
+        })?;
+        if let Some(resp) = resp {
+            if resp.len() != nodes.len() {
+                return Err(DecodeError::invalid(
+                    "resp addrs",
+                    format!("{} addresses for {} nodes", resp.len(), nodes.len()),
+                ));
+            }
+            for (n, a) in nodes.iter_mut().zip(resp) {
+                n.resp_addr = (!a.is_empty()).then_some(a);
+            }
+        }
+        Ok(ClusterSlotsReply { epoch, nodes })
     }
 }

@@ -119,6 +119,7 @@ impl Shard {
             return fail(self, "set_nonblocking");
         }
         let _ = stream.set_nodelay(true);
+        let addrs = (stream.peer_addr().ok(), stream.local_addr().ok());
         let mut sock = mio::net::TcpStream::from_std(stream);
         let entry = self.io.conns.vacant_entry();
         let idx = entry.key();
@@ -140,7 +141,8 @@ impl Shard {
         };
         let mut conn = Conn::new(io, self.io.next_gen, state, now);
         if protocol == crate::resp::Protocol::Resp {
-            conn.resp = Some(Box::default());
+            let r = crate::resp::RespConn::new(self.node.clone(), addrs.0, addrs.1);
+            conn.resp = Some(Box::new(r));
         }
         entry.insert(conn);
         if self.io.draining.is_some() {

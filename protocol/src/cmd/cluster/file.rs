@@ -7,6 +7,7 @@
 //! [[nodes]]
 //! id = "rush-0"
 //! addr = "rush-0.rush:7379"
+//! resp_addr = "rush-0.rush:6379"   # optional; default: addr's port + 2
 //! slots = ["0-5460", "9000"]   # inclusive ranges or single slots
 //! ```
 //!
@@ -29,6 +30,10 @@ struct MapFile {
 struct FileNode {
     id: String,
     addr: String,
+    /// Where Redis clients reach the node; not set: `addr`'s host, its
+    /// port + 2 (rushd's default RESP listener).
+    #[serde(default)]
+    resp_addr: Option<String>,
     slots: Vec<SlotSpec>,
 }
 
@@ -61,6 +66,7 @@ pub fn parse_map(text: &str) -> Result<ClusterSlotsReply, String> {
             id: n.id,
             addr: n.addr,
             ranges,
+            resp_addr: n.resp_addr,
         });
     }
     let map = ClusterSlotsReply {
@@ -84,11 +90,13 @@ pub fn to_toml(map: &ClusterSlotsReply) -> String {
     for n in &map.normalized().nodes {
         let slots: Vec<String> = n.ranges.iter().map(|r| format!("\"{r}\"")).collect();
         out.push_str(&format!(
-            "\n[[nodes]]\nid = {:?}\naddr = {:?}\nslots = [{}]\n",
-            n.id,
-            n.addr,
-            slots.join(", ")
+            "\n[[nodes]]\nid = {:?}\naddr = {:?}\n",
+            n.id, n.addr
         ));
+        if let Some(resp) = &n.resp_addr {
+            out.push_str(&format!("resp_addr = {resp:?}\n"));
+        }
+        out.push_str(&format!("slots = [{}]\n", slots.join(", ")));
     }
     out
 }
@@ -110,10 +118,13 @@ slots = ["0-5460", "9000"]
 [[nodes]]
 id = "rush-1"
 addr = "rush-1.rush:7379"
+resp_addr = "rush-1.rush:6379"
 slots = ["5461-8999", 9001, "9002-16383"]
 "#;
         let map = parse_map(text).unwrap();
         assert_eq!(map.epoch, 3);
+        assert_eq!(map.nodes[0].resp_addr, None);
+        assert_eq!(map.nodes[1].resp_addr.as_deref(), Some("rush-1.rush:6379"));
         assert_eq!(map.node_for(9000).unwrap().id, "rush-0");
         assert_eq!(map.node_for(9001).unwrap().id, "rush-1");
         let again = parse_map(&to_toml(&map)).unwrap();

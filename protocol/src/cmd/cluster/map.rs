@@ -41,6 +41,22 @@ impl ClusterSlotsReply {
                     other.id, n.id, n.addr
                 ));
             }
+            if let Some(a) = &n.resp_addr {
+                if a.rsplit_once(':')
+                    .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+                {
+                    return Err(format!("node {:?}: resp_addr {a:?} is not host:port", n.id));
+                }
+                if let Some(other) = self.nodes[..i]
+                    .iter()
+                    .find(|o| o.resp_addr.as_deref() == Some(a))
+                {
+                    return Err(format!(
+                        "nodes {:?} and {:?} have the same RESP address {a}",
+                        other.id, n.id
+                    ));
+                }
+            }
         }
         let mut owner = vec![NOBODY; SLOTS as usize];
         for (i, n) in self.nodes.iter().enumerate() {
@@ -119,27 +135,28 @@ impl ClusterSlotsReply {
             .position(|n| n.id == to)
             .ok_or_else(|| format!("no node {to:?} in the map"))?;
         owners[slot as usize] = to as u16;
-        Ok(Self::from_owners(
-            epoch,
-            self.nodes
-                .iter()
-                .map(|n| (n.id.clone(), n.addr.clone()))
-                .collect(),
-            &owners,
-        ))
+        Ok(Self::reassigned(epoch, self.nodes.clone(), &owners))
     }
 
     /// A map from each slot's owner index.
     pub fn from_owners(epoch: u64, nodes: Vec<(String, String)>, owners: &[u16]) -> Self {
         let nodes = nodes
             .into_iter()
-            .enumerate()
-            .map(|(i, (id, addr))| ClusterNode {
+            .map(|(id, addr)| ClusterNode {
                 id,
                 addr,
-                ranges: ranges_of((0..SLOTS).filter(|&s| owners[s as usize] == i as u16)),
+                ranges: Vec::new(),
+                resp_addr: None,
             })
             .collect();
+        Self::reassigned(epoch, nodes, owners)
+    }
+
+    /// `nodes` as they are (ids, addresses) with the slots of `owners`.
+    fn reassigned(epoch: u64, mut nodes: Vec<ClusterNode>, owners: &[u16]) -> Self {
+        for (i, n) in nodes.iter_mut().enumerate() {
+            n.ranges = ranges_of((0..SLOTS).filter(|&s| owners[s as usize] == i as u16));
+        }
         ClusterSlotsReply { epoch, nodes }
     }
 
@@ -229,6 +246,7 @@ mod tests {
                 .iter()
                 .map(|&(start, end)| SlotRange { start, end })
                 .collect(),
+            resp_addr: None,
         }
     }
 
@@ -303,6 +321,29 @@ mod tests {
         assert_eq!(moved.nodes[0].ranges.len(), 2);
         assert!(!moved.same_as(&m));
         assert!(m.same_as(&m.normalized()));
+        // A move keeps what the map says of each node besides its slots.
+        let mut with_resp = m.clone();
+        with_resp.nodes[1].resp_addr = Some("b:6379".into());
+        let moved = with_resp.with_slot_moved(100, "b", 4).unwrap();
+        assert_eq!(moved.nodes[1].resp_addr.as_deref(), Some("b:6379"));
+        assert_eq!(moved.nodes[0].resp_addr, None);
+    }
+
+    #[test]
+    fn resp_addresses() {
+        let mut m = ClusterSlotsReply::even(
+            1,
+            vec![("a".into(), "a:7379".into()), ("b".into(), "b:1".into())],
+        );
+        // Not said: the binary port + 2.
+        assert_eq!(m.nodes[0].resp_addr(), "a:7381");
+        m.nodes[1].resp_addr = Some("b:6379".into());
+        assert_eq!(m.nodes[1].resp_addr(), "b:6379");
+        m.validate().unwrap();
+        m.nodes[0].resp_addr = Some("b:6379".into());
+        assert!(m.validate().unwrap_err().contains("same RESP address"));
+        m.nodes[0].resp_addr = Some("nope".into());
+        assert!(m.validate().unwrap_err().contains("not host:port"));
     }
 
     #[test]

@@ -29,6 +29,7 @@ fn run(server: ServerKind, workload: &str, throughput: f64, rate: Option<f64>) -
             value_size: 100,
             preloaded: 0,
             preload_secs: 0.0,
+            settle_secs: 0.0,
             ok: throughput as u64 * 3,
             misses: 0,
             denied: 0,

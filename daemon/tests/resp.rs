@@ -142,8 +142,12 @@ async fn redis_cli_runs_every_command_in_resp2_and_resp3() {
     let crossslot = "CROSSSLOT Keys in request don't hash to the same slot";
     let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
     // Every row of the table is a command (a test in table.rs checks it).
-    let count: &'static str =
-        Box::leak(rush_daemon::resp::table::SPECS.len().to_string().into_boxed_str());
+    let count: &'static str = Box::leak(
+        rush_daemon::resp::table::SPECS
+            .len()
+            .to_string()
+            .into_boxed_str(),
+    );
     for resp3 in [false, true] {
         let p = if resp3 { "r3" } else { "r2" };
         let k = |s: &str| format!("{p}:{s}");

@@ -213,7 +213,9 @@ mod tests {
             let want = rush_protocol::key_slot(b"{tag}");
             // Commands that want other arguments than numbers (or run no
             // request) are checked by their own tests.
-            if let Decoded::Run(request, _) = decode(args.clone(), true, false) {
+            if let Decoded::Run(request, _) =
+                crate::resp::command::decode(args.clone(), true, false, 0)
+            {
                 match request.target() {
                     Ok(Target::Slot(slot)) => assert_eq!(slot, want, "{}: {args:?}", s.name),
                     other => panic!("{}: routes to {other:?}", s.name),

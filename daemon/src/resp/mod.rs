@@ -51,8 +51,9 @@ enum Pending {
     /// Runs through the request path; its answer frame carries the
     /// sequence number as request id.
     Waiting(Shape),
-    /// Its answer (of this many frame bytes) came ahead of its turn.
-    Answered(Shape, Result<Reply, RushError>, usize),
+    /// Its answer (of this many frame bytes) came ahead of its turn. Boxed:
+    /// a reply is large, and only answers that overtake others wait here.
+    Answered(Shape, Box<Result<Reply, RushError>>, usize),
     /// Answered without a request.
     Now(Now),
 }
@@ -231,7 +232,7 @@ impl RespConn {
                 self.drain();
             } else {
                 self.queued_bytes += size;
-                self.queue[i] = Pending::Answered(shape, result, size);
+                self.queue[i] = Pending::Answered(shape, Box::new(result), size);
             }
         }
         self.sync_proto();
@@ -248,7 +249,7 @@ impl RespConn {
             match self.queue.pop_front() {
                 Some(Pending::Answered(shape, result, size)) => {
                     self.queued_bytes = self.queued_bytes.saturating_sub(size);
-                    reply::render(&mut self.wire, &mut self.proto, &shape, result);
+                    reply::render(&mut self.wire, &mut self.proto, &shape, *result);
                 }
                 Some(Pending::Now(now)) => {
                     self.queued_bytes = self.queued_bytes.saturating_sub(now.estimate());

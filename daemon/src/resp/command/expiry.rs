@@ -20,6 +20,10 @@ pub(super) enum Lifetime {
 /// The lifetime an `EX s`, `PX ms`, `EXAT s` or `PXAT ms` option gives
 /// (`opt` upper case), refused as Redis refuses it: not an integer, or not
 /// above 0 (or overflowing): `invalid expire time in '{command}' command`.
+// The error is the refusal itself, returned as the command's answer: it is
+// built only for a refused command, so its size costs nothing on the way
+// that succeeds.
+#[allow(clippy::result_large_err)]
 pub(super) fn option(
     opt: &[u8],
     n: &Bytes,

@@ -163,7 +163,7 @@ pub(super) fn getex(a: &[Bytes], now_ms: u64) -> Decoded {
 /// and nothing is written — BATCH [CHECK Missing × n, SET × n].
 pub(super) fn mset(a: &[Bytes], nx: bool) -> Decoded {
     let name = if nx { "msetnx" } else { "mset" };
-    if a.len() < 2 || a.len() % 2 != 0 {
+    if a.len() < 2 || !a.len().is_multiple_of(2) {
         return arity_error(name);
     }
     let pairs = a.len() / 2;

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{fixed_listen_addr, prerequisite_missing, Spawned, TestNode};
+use common::{fixed_listen_addr, redis_cli, Spawned, TestNode};
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
@@ -14,29 +14,6 @@ use tokio::net::TcpStream;
 
 fn resp_addr(node: &TestNode) -> SocketAddr {
     node.running().resp_addr().expect("RESP listener on")
-}
-
-/// `redis-cli` with these arguments; None (after saying why) when it is
-/// not installed.
-fn redis_cli(addr: SocketAddr, resp3: bool, args: &[&str]) -> Option<String> {
-    let mut cmd = Command::new("redis-cli");
-    cmd.args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()]);
-    if resp3 {
-        cmd.arg("-3");
-    }
-    match cmd.args(args).output() {
-        Ok(out) => {
-            assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
-            Some(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
-        }
-        Err(_) => {
-            prerequisite_missing(
-                "redis-cli is not installed",
-                "run scripts/ensure-deps --redis (Debian's redis-tools)",
-            );
-            None
-        }
-    }
 }
 
 /// Send `bytes`, read until `want` bytes came or the server closed; returns

@@ -6,10 +6,9 @@
 
 mod common;
 
-use common::{prerequisite_missing, TestNode};
+use common::{redis_cli, TestNode};
 use rush_client::protocol::cmd::Scope;
 use std::net::SocketAddr;
-use std::process::Command;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -1057,29 +1056,6 @@ async fn admin_commands_need_the_admin_token() {
         "p"
     );
     node.stop().await;
-}
-
-/// `redis-cli` with these arguments; None (after saying why) when it is
-/// not installed.
-fn redis_cli(addr: SocketAddr, resp3: bool, args: &[&str]) -> Option<String> {
-    let mut cmd = Command::new("redis-cli");
-    cmd.args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()]);
-    if resp3 {
-        cmd.arg("-3");
-    }
-    match cmd.args(args).output() {
-        Ok(out) => {
-            assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
-            Some(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
-        }
-        Err(_) => {
-            prerequisite_missing(
-                "redis-cli is not installed",
-                "run scripts/ensure-deps --redis (Debian's redis-tools)",
-            );
-            None
-        }
-    }
 }
 
 // redis-cli blocks its thread; the node's accept loop needs another.

@@ -410,3 +410,26 @@ pub const IPHONE: &str =
 pub const ANDROID: &str =
     "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 Chrome/124.0 Mobile Safari/537.36";
 pub const DESKTOP: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0";
+
+/// `redis-cli` with these arguments; None (after saying why) when it is
+/// not installed.
+pub fn redis_cli(addr: SocketAddr, resp3: bool, args: &[&str]) -> Option<String> {
+    let mut cmd = Command::new("redis-cli");
+    cmd.args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()]);
+    if resp3 {
+        cmd.arg("-3");
+    }
+    match cmd.args(args).output() {
+        Ok(out) => {
+            assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
+            Some(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+        }
+        Err(_) => {
+            prerequisite_missing(
+                "redis-cli is not installed",
+                "run scripts/ensure-deps --redis (Debian's redis-tools)",
+            );
+            None
+        }
+    }
+}

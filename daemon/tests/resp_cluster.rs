@@ -7,11 +7,11 @@
 
 mod common;
 
-use common::{prerequisite_missing, TestNode};
+use common::{prerequisite_missing, redis_cli_session, TestNode};
 use rush_client::protocol::cmd::{ClusterSlotsReply, SlotRange};
 use rush_client::protocol::key_slot;
 use rush_daemon::resp::table::SPECS;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -23,46 +23,10 @@ fn resp_addr(node: &TestNode) -> SocketAddr {
     node.running().resp_addr().expect("RESP listener on")
 }
 
-/// `redis-cli` (`-c`: following MOVED) with these arguments, or with
-/// `stdin`'s commands on one connection; None (after saying why) when it
-/// is not installed.
-fn cli(addr: SocketAddr, resp3: bool, follow: bool, args: &[&str], stdin: &str) -> Option<String> {
-    let mut cmd = Command::new("redis-cli");
-    cmd.args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()]);
-    if resp3 {
-        cmd.arg("-3");
-    }
-    if follow {
-        cmd.arg("-c");
-    }
-    let child = cmd
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let Ok(mut child) = child else {
-        prerequisite_missing(
-            "redis-cli is not installed",
-            "run scripts/ensure-deps --redis (Debian's redis-tools)",
-        );
-        return None;
-    };
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("commands written");
-    let out = child.wait_with_output().expect("redis-cli runs");
-    assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
-    Some(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
-}
-
 /// One command's reply lines (redis-cli prints replies raw, a line per
 /// element, when its output is not a terminal).
 fn run(addr: SocketAddr, resp3: bool, args: &[&str]) -> Option<String> {
-    cli(addr, resp3, false, args, "")
+    redis_cli_session(addr, resp3, false, args, "")
 }
 
 fn lines(s: &str) -> Vec<&str> {
@@ -256,7 +220,7 @@ async fn redis_cli_runs_the_node_commands_in_resp2_and_resp3() {
         );
 
         // CLIENT, in command order on one connection, and the node's list.
-        let out = cli(
+        let out = redis_cli_session(
             addr,
             resp3,
             false,
@@ -372,11 +336,11 @@ async fn redis_cli_c_follows_moved_to_each_nodes_resp_listener() {
         let slot = key_slot(key.as_bytes());
         let value = format!("v{i}");
         // Through node 0, following MOVED to the owner.
-        let Some(set) = cli(entry, false, true, &["SET", &key, &value], "") else {
+        let Some(set) = redis_cli_session(entry, false, true, &["SET", &key, &value], "") else {
             return;
         };
         assert_eq!(set, "OK");
-        let get = cli(
+        let get = redis_cli_session(
             resp_addr(&nodes[(i + 1) % 3]),
             true,
             true,

@@ -414,22 +414,44 @@ pub const DESKTOP: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100
 /// `redis-cli` with these arguments; None (after saying why) when it is
 /// not installed.
 pub fn redis_cli(addr: SocketAddr, resp3: bool, args: &[&str]) -> Option<String> {
+    redis_cli_session(addr, resp3, false, args, "")
+}
+
+/// `redis-cli` (`-c`: following MOVED) with these arguments, or with
+/// `stdin`'s commands on one connection; None (after saying why) when it
+/// is not installed.
+pub fn redis_cli_session(
+    addr: SocketAddr,
+    resp3: bool,
+    follow: bool,
+    args: &[&str],
+    stdin: &str,
+) -> Option<String> {
     let mut cmd = Command::new("redis-cli");
     cmd.args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()]);
     if resp3 {
         cmd.arg("-3");
     }
-    match cmd.args(args).output() {
-        Ok(out) => {
-            assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
-            Some(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
-        }
-        Err(_) => {
-            prerequisite_missing(
-                "redis-cli is not installed",
-                "run scripts/ensure-deps --redis (Debian's redis-tools)",
-            );
-            None
-        }
+    if follow {
+        cmd.arg("-c");
     }
+    let child = cmd
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        prerequisite_missing(
+            "redis-cli is not installed",
+            "run scripts/ensure-deps --redis (Debian's redis-tools)",
+        );
+        return None;
+    };
+    let mut input = child.stdin.take().expect("stdin");
+    std::io::Write::write_all(&mut input, stdin.as_bytes()).expect("commands written");
+    drop(input);
+    let out = child.wait_with_output().expect("redis-cli runs");
+    assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
+    Some(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
 }

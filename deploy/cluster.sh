@@ -7,11 +7,15 @@
 #   deploy/cluster.sh down [--dir DIR]                      stop every node (SIGTERM, then SIGKILL after 30 s)
 #
 # Node i (0-based) is "node-i" and listens on loopback:
-#   protocol  P + 3i      (default P = 7379: node-0 is on the usual ports)
-#   HTTP      P + 3i + 1  (/metrics, /health, /ready)
-#   redirects P + 3i + 2  (GET /{code})
+#   protocol  P + 4i      (default P = 7379: node-0 is on the usual ports)
+#   HTTP      P + 4i + 1  (/metrics, /health, /ready)
+#   RESP      P + 4i + 2  (redis-cli -c -p P+2; the default place, which the
+#                          cluster map then leaves unsaid)
+#   redirects P + 4i + 3  (GET /{code})
 # Everything lives in DIR (default ./rush-cluster): node-i/ (data),
-# node-i.log, node-i.pid, and cluster.env (N and P, for the other commands).
+# node-i.log, node-i.pid, and cluster.env (N, P and the ports per node, for
+# the other commands; a cluster made when nodes had 3 ports keeps them, with
+# RESP off).
 # `up` on a DIR that already holds a cluster starts it again as it was.
 #
 # Binaries: $RUSHD and $RUSH when set, else target/release, else
@@ -33,7 +37,15 @@ find_bin() { # name env-value
 }
 
 cmd="${1:-}"; [[ -n "$cmd" ]] && shift || true
-nodes=3; base=7379; dir="$PWD/rush-cluster"
+nodes=3; base=7379; stride=4; dir="$PWD/rush-cluster"
+# The settings of the cluster in $dir. One made when nodes had 3 ports has
+# no stride in its cluster.env.
+load_env() {
+  stride=""
+  # shellcheck disable=SC1091
+  source "$dir/cluster.env"
+  stride="${stride:-3}"
+}
 if [[ "$cmd" == up && "${1:-}" =~ ^[0-9]+$ ]]; then nodes="$1"; shift; fi
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -46,11 +58,10 @@ done
 mkdir -p "$dir"; dir="$(cd "$dir" && pwd)"
 if [[ "$cmd" != up ]]; then
   [[ -f "$dir/cluster.env" ]] || die "no cluster in $dir (run: $0 up)"
-  # shellcheck disable=SC1091
-  source "$dir/cluster.env"
+  load_env
 fi
 
-port() { echo $((base + 3 * $1 + $2)); }  # node, offset (0 protocol, 1 HTTP, 2 redirects)
+port() { echo $((base + stride * $1 + $2)); }  # node, offset (0 protocol, 1 HTTP, 2 RESP, 3 redirects)
 addr() { echo "127.0.0.1:$(port "$1" 0)"; }
 pidfile() { echo "$dir/node-$1.pid"; }
 
@@ -72,10 +83,13 @@ http_status() { # port path
 start_node() { # node
   local i="$1"
   alive "$i" && die "node-$i is already running (pid $(cat "$(pidfile "$i")"))"
+  local listeners=(--resp "127.0.0.1:$(port "$i" 2)" --redirect "127.0.0.1:$(port "$i" 3)")
+  # 3 ports a node: the redirects have the RESP listener's default place.
+  (( stride == 4 )) || listeners=(--resp "" --redirect "127.0.0.1:$(port "$i" 2)")
   # shellcheck disable=SC2086
   nohup "$RUSHD" --node-id "node-$i" --data "$dir/node-$i" \
     --listen "$(addr "$i")" --http "127.0.0.1:$(port "$i" 1)" \
-    --redirect "127.0.0.1:$(port "$i" 2)" ${RUSHD_ARGS:-} \
+    "${listeners[@]}" ${RUSHD_ARGS:-} \
     >>"$dir/node-$i.log" 2>&1 </dev/null &
   echo $! >"$(pidfile "$i")"
 }
@@ -109,11 +123,8 @@ RUSH="$(find_bin rush "${RUSH:-}")"
 
 case "$cmd" in
   up)
-    if [[ -f "$dir/cluster.env" ]]; then
-      # shellcheck disable=SC1091
-      source "$dir/cluster.env"
-    fi
-    echo "nodes=$nodes base=$base" >"$dir/cluster.env"
+    if [[ -f "$dir/cluster.env" ]]; then load_env; fi
+    echo "nodes=$nodes base=$base stride=$stride" >"$dir/cluster.env"
     started=()
     # Whatever fails (or ^C) before the cluster is up stops what started.
     cleanup() { for i in "${started[@]}"; do stop_node "$i"; done; }
@@ -145,7 +156,7 @@ case "$cmd" in
     down=0
     for ((i = 0; i < nodes; i++)); do
       if alive "$i"; then
-        echo "node-$i $(addr "$i") pid $(cat "$(pidfile "$i")") ready=$(http_status "$(port "$i" 1)" /ready)"
+        echo "node-$i $(addr "$i") pid $(cat "$(pidfile "$i")") ready=$(http_status "$(port "$i" 1)" /ready)$( (( stride == 4 )) && echo " resp=127.0.0.1:$(port "$i" 2)")"
       else
         echo "node-$i $(addr "$i") down"; down=1
       fi

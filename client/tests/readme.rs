@@ -61,7 +61,7 @@ fn is_placeholder(word: &str) -> bool {
 
 /// Whether `actual` is the output line the README shows as `shown`, where
 /// each placeholder word of `shown` stands for one or more non-blank
-/// characters (`http://127.0.0.1:7387/CODE`, `(SECS s)`).
+/// characters (`http://127.0.0.1:7390/CODE`, `(SECS s)`).
 fn shows(shown: &str, actual: &str) -> bool {
     enum Part<'a> {
         Text(&'a str),
@@ -264,29 +264,29 @@ async fn readme_examples_run_as_written() {
     node.stop().await;
 }
 
-/// A base port with the 9 ports from it free (3 nodes × protocol, HTTP,
-/// redirects), below the kernel's ephemeral range: the rolling restart
+/// A base port with the 12 ports from it free (3 nodes × protocol, HTTP,
+/// RESP, redirects), below the kernel's ephemeral range: the rolling restart
 /// brings every node back on its ports, and no outgoing connection can
 /// take one in between.
 fn free_base() -> u16 {
     let (from, to) = common::fixed_port_range();
     for _ in 0..200 {
-        let base = rand::random_range(from..to - 9);
+        let base = rand::random_range(from..to - 12);
         // Clear of the README's own ports, so that a line the test forgot
         // to move can't reach a cluster someone runs on them.
-        if (7370..7390).contains(&base) {
+        if (7367..7392).contains(&base) {
             continue;
         }
-        if (0..9).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
+        if (0..12).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
             return base;
         }
     }
-    panic!("no 9 free loopback ports in a row in {from}..{to}");
+    panic!("no 12 free loopback ports in a row in {from}..{to}");
 }
 
-/// The README's cluster ports: node i on 7379 + 3i (protocol), + 1 (HTTP),
-/// + 2 (redirects).
-const README_PORTS: std::ops::Range<u16> = 7379..7388;
+/// The README's cluster ports: node i on 7379 + 4i (protocol), + 1 (HTTP),
+/// + 2 (RESP), + 3 (redirects).
+const README_PORTS: std::ops::Range<u16> = 7379..7391;
 
 /// `text` with the README's cluster ports moved to the test's.
 fn on_ports(text: &str, base: u16) -> String {
@@ -440,7 +440,7 @@ async fn readme_cluster_runs_as_written() {
                 let code = stdout.trim().rsplit('/').next().unwrap().to_string();
                 for node in 0..3 {
                     let (status, location) = tokio::task::block_in_place(|| {
-                        http_get(base + 3 * node + 2, &format!("/{code}"))
+                        http_get(base + 4 * node + 3, &format!("/{code}"))
                     });
                     assert!(status.starts_with("HTTP/1.1 302"), "node-{node}: {status}");
                     assert_eq!(location.as_deref(), Some("https://shop.example/a"));
@@ -480,8 +480,8 @@ fn placeholders_in_output_match_any_word() {
     assert!(!shows("xCODE", "xyz") && shows("xCODE", "xCODE"));
     assert!(!shows("a_CODE", "a_b") && shows("a_CODE", "a_CODE"));
     assert_eq!(
-        on_ports("127.0.0.1:7382 and 73820, 7388", 20000),
-        "127.0.0.1:20003 and 73820, 7388"
+        on_ports("127.0.0.1:7382 and 73820, 7391", 20000),
+        "127.0.0.1:20003 and 73820, 7391"
     );
 }
 

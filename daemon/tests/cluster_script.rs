@@ -9,19 +9,19 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// A base port with 9 free ports from it (3 nodes × protocol, HTTP,
-/// redirects), below the ephemeral range: the rolling restart brings every
-/// node back on its ports.
+/// A base port with 12 free ports from it (3 nodes × protocol, HTTP,
+/// RESP, redirects), below the ephemeral range: the rolling restart brings
+/// every node back on its ports.
 fn free_base() -> u16 {
     let (from, to) = common::fixed_port_range();
-    let span = u32::from(to - from).saturating_sub(9).max(1);
+    let span = u32::from(to - from).saturating_sub(12).max(1);
     for attempt in 0..200u32 {
         let base = from + ((std::process::id() * 7 + attempt * 97) % span) as u16;
-        if (0..9).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
+        if (0..12).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
             return base;
         }
     }
-    panic!("no 9 free ports in a row");
+    panic!("no 12 free ports in a row");
 }
 
 fn script(dir: &Path, rush: &Path, args: &[&str]) -> (bool, String) {
@@ -65,7 +65,7 @@ async fn up_status_rolling_restart_down() {
     assert!(
         out.contains(&format!(
             "node-2 127.0.0.1:{} slots=5461 10923-16383",
-            base + 6
+            base + 8
         )),
         "{out}"
     );
@@ -76,6 +76,10 @@ async fn up_status_rolling_restart_down() {
     let (ok, out) = script(&dir, &rush, &["status"]);
     assert!(ok, "{out}");
     assert_eq!(out.matches("ready=200").count(), 3, "{out}");
+    assert!(
+        out.contains(&format!("resp=127.0.0.1:{}", base + 6)),
+        "{out}"
+    );
     assert!(out.contains("epoch 1"), "{out}");
 
     // Data written through any node, read through another, survives a
@@ -93,7 +97,7 @@ async fn up_status_rolling_restart_down() {
     let (ok, out) = script(&dir, &rush, &["rolling-restart"]);
     assert!(ok, "{out}");
     assert_eq!(out.matches("restarted and ready").count(), 3, "{out}");
-    let c = Client::connect_with(&format!("127.0.0.1:{}", base + 3), opts)
+    let c = Client::connect_with(&format!("127.0.0.1:{}", base + 4), opts)
         .await
         .unwrap();
     for i in 0..100 {
@@ -103,13 +107,24 @@ async fn up_status_rolling_restart_down() {
         );
     }
     assert_eq!(c.cluster_map().unwrap().epoch, 1);
+    // Each node's RESP listener is up at its place (protocol port + 2),
+    // and redis-cli -c follows MOVED from any of them to the owner.
+    for i in 0..3 {
+        let resp = std::net::SocketAddr::from(([127, 0, 0, 1], base + 4 * i + 2));
+        let Some(got) =
+            common::redis_cli_session(resp, false, true, &["GET", &format!("k{}", 7 * i + 1)], "")
+        else {
+            return;
+        };
+        assert_eq!(got, format!("v{}", 7 * i + 1), "node-{i}'s RESP listener");
+    }
 
     let (ok, out) = script(&dir, &rush, &["down"]);
     assert!(ok, "{out}");
     for i in 0..3 {
         assert!(!dir.join(format!("node-{i}.pid")).exists());
         assert!(
-            TcpListener::bind(("127.0.0.1", base + 3 * i)).is_ok(),
+            TcpListener::bind(("127.0.0.1", base + 4 * i)).is_ok(),
             "node-{i} still listens"
         );
     }

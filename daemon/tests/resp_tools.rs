@@ -6,8 +6,7 @@
 
 mod common;
 
-use common::{prerequisite_missing, TestNode};
-use std::path::PathBuf;
+use common::{venv_python, TestNode};
 use std::process::Command;
 
 const SCRIPT: &str = r#"
@@ -181,19 +180,11 @@ for proto in (2, 3):
 print("ok")
 "#;
 
-fn venv_python() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/venv-redis-py/bin/python")
-}
-
 #[tokio::test]
 async fn redis_py_runs_every_command_and_pipelines() {
-    let python = venv_python();
-    if !python.exists() {
-        return prerequisite_missing(
-            "redis-py's virtual environment is missing",
-            "run scripts/ensure-deps --redis-py",
-        );
-    }
+    let Some(python) = venv_python() else {
+        return;
+    };
     let node = TestNode::start().await;
     let port = node.running().resp_addr().expect("RESP on").port();
     let out = tokio::task::spawn_blocking(move || {

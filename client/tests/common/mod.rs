@@ -5,19 +5,8 @@
 use rush_daemon::{Clock, Config, Running};
 use std::process::Command;
 
-/// Ports for a test that must name fixed ones: below the kernel's ephemeral
-/// range, so no outgoing connection takes one in between.
-pub fn fixed_port_range() -> (u16, u16) {
-    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
-    if low > 12_000 {
-        (10_000, low)
-    } else {
-        ((low / 2).max(1024), low.max(2048))
-    }
-}
+#[allow(unused_imports)]
+pub use rush_test_support::fixed_port_range;
 
 pub struct Node {
     _dir: tempfile::TempDir,

@@ -13,36 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A free loopback address whose port lies below the kernel's ephemeral
-/// range, for a node that must come back on the same address after a
-/// restart: no `bind(0)` and no outgoing connection (such as a client
-/// retrying against the dead port, which can connect to itself) can take
-/// such a port in between.
-pub fn fixed_listen_addr() -> String {
-    let (from, to) = fixed_port_range();
-    for _ in 0..1000 {
-        let port = from + (rand::random::<u32>() % u32::from(to - from)) as u16;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return format!("127.0.0.1:{port}");
-        }
-    }
-    panic!("no free loopback port in {from}..{to}");
-}
-
-/// Unprivileged ports below the kernel's ephemeral range (see
-/// [`fixed_listen_addr`]).
-pub fn fixed_port_range() -> (u16, u16) {
-    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
-    if low > 12_000 {
-        (10_000, low)
-    } else {
-        // A range that starts low leaves little room; stay unprivileged.
-        ((low / 2).max(1024), low.max(2048))
-    }
-}
+#[allow(unused_imports)]
+pub use rush_test_support::{fixed_listen_addr, fixed_port_range};
 
 /// A config for tests: [`Config::small`] with HTTP on a loopback port 0 and
 /// clock control on.
@@ -410,6 +382,21 @@ pub const IPHONE: &str =
 pub const ANDROID: &str =
     "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 Chrome/124.0 Mobile Safari/537.36";
 pub const DESKTOP: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0";
+
+/// The Python of redis-py's virtual environment (`scripts/ensure-deps
+/// --redis-py` makes it); None (after saying why) when it is missing.
+pub fn venv_python() -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/venv-redis-py/bin/python");
+    if p.exists() {
+        Some(p)
+    } else {
+        prerequisite_missing(
+            "redis-py's virtual environment is missing",
+            "run scripts/ensure-deps --redis-py",
+        );
+        None
+    }
+}
 
 /// `redis-cli` with these arguments; None (after saying why) when it is
 /// not installed.

@@ -235,6 +235,8 @@ commands! {
     0x05 "SHARDS" => Shards(Shards) -> ShardsReply, idempotent = true;
     /// Have this connection served by one shard of the node.
     0x06 "SHARD_BIND" => ShardBind(ShardBind) -> ShardBindReply, idempotent = true;
+    /// Generic keys held in the node's slots (Redis's DBSIZE).
+    0x07 "DBSIZE" => DbSize(DbSize) -> u64, idempotent = true;
 
     // ── generic keys ─────────────────────────────────────────────────────
     0x10 "GET" => Get(Get) -> Option<Bytes>, idempotent = true;

@@ -480,6 +480,8 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
             "shards-reply",
             ok_reply::<Shards>(4, Reply::Shards(shards_reply())),
         ),
+        ("dbsize-request", request(8, DbSize {})),
+        ("dbsize-reply", ok_reply::<DbSize>(8, Reply::DbSize(1234))),
         ("shard-bind-request", request(5, ShardBind { shard: 1 })),
         (
             "shard-bind-reply",
@@ -545,6 +547,17 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
                         }
                         .into(),
                     ],
+                },
+            ),
+        ),
+        (
+            "check-ttl-request",
+            request(
+                7,
+                Check {
+                    key: Bytes::from_static(b"k"),
+                    field: None,
+                    cond: Cond::TtlBelow(60_000),
                 },
             ),
         ),

@@ -31,6 +31,10 @@ fn cond() -> impl Strategy<Value = Cond> {
         any::<i64>().prop_map(Cond::Le),
         any::<i64>().prop_map(Cond::Gt),
         any::<i64>().prop_map(Cond::Ge),
+        Just(Cond::NoTtl),
+        Just(Cond::HasTtl),
+        any::<i64>().prop_map(Cond::TtlBelow),
+        any::<i64>().prop_map(Cond::TtlAbove),
     ]
 }
 
@@ -379,6 +383,7 @@ fn any_request() -> impl Strategy<Value = Request> {
         cluster_op(),
         Just(Shards {}.into()),
         any::<u16>().prop_map(|shard| ShardBind { shard }.into()),
+        Just(DbSize {}.into()),
         links_op(),
         limits_op(),
         catalog_op(),
@@ -757,6 +762,7 @@ fn service_reply() -> impl Strategy<Value = Reply> {
         any::<bool>().prop_map(Reply::MigrateAbort),
         Just(Reply::Compact(())),
         any::<u64>().prop_map(Reply::ClockAdvance),
+        any::<u64>().prop_map(Reply::DbSize),
     ];
     prop_oneof![links, limits, catalog, envelopes, shards, plain]
 }

@@ -13,46 +13,105 @@ impl Kv {
         txn: &mut Txn,
         in_batch: bool,
     ) -> Result<Reply, RushError> {
-        let current: Option<Vec<u8>> = match (self.load(&r.key, now, txn)?, &r.field) {
-            (Entry::Missing, _) => None,
-            (Entry::String { value, .. }, None) => Some(value.to_vec()),
-            (Entry::String { .. }, Some(_)) => {
-                return Err(RushError::wrong_type("CHECK with a field on a string"))
-            }
-            (Entry::Hash { fields, .. }, Some(f)) => fields.get(f.as_ref()).cloned(),
-            (Entry::Hash { .. }, None) => match r.cond {
-                Cond::Exists | Cond::Missing => Some(Vec::new()),
-                _ => {
-                    return Err(RushError::wrong_type(
-                        "CHECK comparing a whole hash; name a field",
-                    ))
-                }
-            },
-        };
-        let int = |v: &Option<Vec<u8>>| v.as_deref().map(parse_int).unwrap_or(Ok(0));
-        let holds = match &r.cond {
-            Cond::Exists => current.is_some(),
-            Cond::Missing => current.is_none(),
-            Cond::Eq(b) => current.as_deref() == Some(b.as_ref()),
-            Cond::Ne(b) => current.as_deref() != Some(b.as_ref()),
-            Cond::Lt(n) => int(&current)? < *n,
-            Cond::Le(n) => int(&current)? <= *n,
-            Cond::Gt(n) => int(&current)? > *n,
-            Cond::Ge(n) => int(&current)? >= *n,
+        let entry = self.load(&r.key, now, txn)?;
+        let (holds, shown) = if r.cond.is_ttl() {
+            ttl_holds(r, &entry, now)?
+        } else {
+            value_holds(r, entry)?
         };
         if in_batch && !holds {
-            let shown = current
-                .as_deref()
-                .map(|v| String::from_utf8_lossy(&v[..v.len().min(64)]).into_owned())
-                .unwrap_or_else(|| "(missing)".into());
             return Err(RushError::new(
                 ErrorCode::ConditionFailed,
-                format!(
-                    "condition {:?} does not hold; current value {shown}",
-                    r.cond
-                ),
+                format!("condition {:?} does not hold; {shown}", r.cond),
             ));
         }
         Ok(Reply::Check(holds))
     }
+}
+
+/// What a CHECK found, for the refusal of one that does not hold.
+enum Found {
+    Value(Option<Vec<u8>>),
+    /// The key's expiry (None: missing; 0: none), as of `now`.
+    Expiry(Option<u64>, u64),
+}
+
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Found::Value(None) => f.write_str("current value (missing)"),
+            Found::Value(Some(v)) => write!(
+                f,
+                "current value {}",
+                String::from_utf8_lossy(&v[..v.len().min(64)])
+            ),
+            Found::Expiry(None, _) => f.write_str("the key is missing"),
+            Found::Expiry(Some(0), _) => f.write_str("the key has no expiry"),
+            Found::Expiry(Some(at), now) => write!(
+                f,
+                "the key expires in {} ms",
+                i128::from(*at) - i128::from(*now)
+            ),
+        }
+    }
+}
+
+/// Whether a condition on the value holds, and what the value is.
+fn value_holds(r: &Check, entry: Entry) -> Result<(bool, Found), RushError> {
+    let current: Option<Vec<u8>> = match (entry, &r.field) {
+        (Entry::Missing, _) => None,
+        (Entry::String { value, .. }, None) => Some(value.to_vec()),
+        (Entry::String { .. }, Some(_)) => {
+            return Err(RushError::wrong_type("CHECK with a field on a string"))
+        }
+        (Entry::Hash { fields, .. }, Some(f)) => fields.get(f.as_ref()).cloned(),
+        (Entry::Hash { .. }, None) => match r.cond {
+            Cond::Exists | Cond::Missing => Some(Vec::new()),
+            _ => {
+                return Err(RushError::wrong_type(
+                    "CHECK comparing a whole hash; name a field",
+                ))
+            }
+        },
+    };
+    let int = |v: &Option<Vec<u8>>| v.as_deref().map(parse_int).unwrap_or(Ok(0));
+    let holds = match &r.cond {
+        Cond::Exists => current.is_some(),
+        Cond::Missing => current.is_none(),
+        Cond::Eq(b) => current.as_deref() == Some(b.as_ref()),
+        Cond::Ne(b) => current.as_deref() != Some(b.as_ref()),
+        Cond::Lt(n) => int(&current)? < *n,
+        Cond::Le(n) => int(&current)? <= *n,
+        Cond::Gt(n) => int(&current)? > *n,
+        Cond::Ge(n) => int(&current)? >= *n,
+        Cond::NoTtl | Cond::HasTtl | Cond::TtlBelow(_) | Cond::TtlAbove(_) => {
+            unreachable!("TTL conditions are checked by ttl_holds")
+        }
+    };
+    Ok((holds, Found::Value(current)))
+}
+
+/// Whether a condition on the key's TTL holds (see [`Cond`]), and what the
+/// expiry is.
+fn ttl_holds(r: &Check, entry: &Entry, now: u64) -> Result<(bool, Found), RushError> {
+    if r.field.is_some() {
+        return Err(RushError::bad_request(
+            "a TTL condition is about the key: it names no field",
+        ));
+    }
+    let expires_at = match entry {
+        Entry::Missing => None,
+        Entry::String { expires_at, .. } | Entry::Hash { expires_at, .. } => Some(*expires_at),
+    };
+    // Milliseconds left; None: no expiry (never).
+    let left = |at: u64| (at != 0).then(|| i128::from(at) - i128::from(now));
+    let holds = match (expires_at.map(left), &r.cond) {
+        (None, _) => false,
+        (Some(left), Cond::NoTtl) => left.is_none(),
+        (Some(left), Cond::HasTtl) => left.is_some(),
+        (Some(left), Cond::TtlBelow(ms)) => left.is_some_and(|l| l < i128::from(*ms)),
+        (Some(left), Cond::TtlAbove(ms)) => left.is_none_or(|l| l > i128::from(*ms)),
+        (Some(_), _) => unreachable!("a value condition"),
+    };
+    Ok((holds, Found::Expiry(expires_at, now)))
 }

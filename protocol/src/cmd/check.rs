@@ -9,6 +9,11 @@ use bytes::{BufMut, Bytes, BytesMut};
 /// Integer comparisons read the value as a decimal `i64`; a missing key or
 /// field counts as 0, so "HGET k f < N" works before the first write. A value
 /// that is not an integer is WRONG_TYPE.
+///
+/// The TTL conditions are about the key (a CHECK naming a field with one is
+/// BAD_REQUEST) and hold only for a key that exists; a key without an expiry
+/// counts as expiring never, later than any time. With them a BATCH gives a
+/// TTL only when the current one allows it (Redis's `EXPIRE … NX|XX|GT|LT`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cond {
     Exists,
@@ -19,6 +24,26 @@ pub enum Cond {
     Le(i64),
     Gt(i64),
     Ge(i64),
+    /// The key exists and has no expiry.
+    NoTtl,
+    /// The key exists and has an expiry.
+    HasTtl,
+    /// The key exists and expires sooner than this many ms from now (never,
+    /// for a key without an expiry). Negative: a time already past.
+    TtlBelow(i64),
+    /// The key exists and expires later than this many ms from now, or
+    /// never.
+    TtlAbove(i64),
+}
+
+impl Cond {
+    /// Whether the condition is about the key's TTL, not its value.
+    pub fn is_ttl(&self) -> bool {
+        matches!(
+            self,
+            Cond::NoTtl | Cond::HasTtl | Cond::TtlBelow(_) | Cond::TtlAbove(_)
+        )
+    }
 }
 
 /// `CHECK key [field] cond` → whether it holds. Inside a BATCH a false CHECK
@@ -49,15 +74,24 @@ impl Wire for Cond {
                 out.put_u8(3);
                 out.put_lp(b);
             }
-            Cond::Lt(v) | Cond::Le(v) | Cond::Gt(v) | Cond::Ge(v) => {
+            Cond::Lt(v)
+            | Cond::Le(v)
+            | Cond::Gt(v)
+            | Cond::Ge(v)
+            | Cond::TtlBelow(v)
+            | Cond::TtlAbove(v) => {
                 out.put_u8(match self {
                     Cond::Lt(_) => 4,
                     Cond::Le(_) => 5,
                     Cond::Gt(_) => 6,
-                    _ => 7,
+                    Cond::Ge(_) => 7,
+                    Cond::TtlBelow(_) => 10,
+                    _ => 11,
                 });
                 out.put_i64(*v);
             }
+            Cond::NoTtl => out.put_u8(8),
+            Cond::HasTtl => out.put_u8(9),
         }
     }
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
@@ -70,6 +104,10 @@ impl Wire for Cond {
             5 => Cond::Le(r.i64("operand")?),
             6 => Cond::Gt(r.i64("operand")?),
             7 => Cond::Ge(r.i64("operand")?),
+            8 => Cond::NoTtl,
+            9 => Cond::HasTtl,
+            10 => Cond::TtlBelow(r.i64("operand")?),
+            11 => Cond::TtlAbove(r.i64("operand")?),
             k => return Err(DecodeError::invalid("condition", format!("kind {k}"))),
         })
     }

@@ -456,6 +456,13 @@ impl Client {
         self.call(Info {}).await
     }
 
+    /// The generic keys (strings and hashes) held by the node this client
+    /// reached first, in the slots it owns (Redis's DBSIZE). It reads
+    /// every key on that node: for operators and tests.
+    pub async fn dbsize(&self) -> Result<u64, ClientError> {
+        self.call(DbSize {}).await
+    }
+
     pub async fn cluster_slots(&self) -> Result<ClusterSlotsReply, ClientError> {
         self.call(ClusterSlots {}).await
     }

@@ -154,6 +154,36 @@ async fn redis_cli_runs_every_command_in_resp2_and_resp3() {
             c("TTL $p:n", "100"),
             c("PEXPIRE $p:n 500000", "1"),
             c("TTL $p:missing", "-2"),
+            // EXPIRE's options: NX only without a TTL, XX only with one,
+            // GT only to lengthen it, LT only to shorten it (no TTL counts
+            // as never expiring); a missing key is never given one.
+            c("SET $p:ex v", "OK"),
+            c("EXPIRE $p:ex 100 XX", "0"),
+            c("EXPIRE $p:ex 100 GT", "0"),
+            c("TTL $p:ex", "-1"),
+            c("EXPIRE $p:ex 100 NX", "1"),
+            c("EXPIRE $p:ex 200 NX", "0"),
+            c("TTL $p:ex", "100"),
+            c("EXPIRE $p:ex 50 GT", "0"),
+            c("EXPIRE $p:ex 300 xx gt", "1"),
+            c("TTL $p:ex", "300"),
+            c("PEXPIRE $p:ex 400000 LT", "0"),
+            c("EXPIRE $p:ex 200 LT", "1"),
+            c("TTL $p:ex", "200"),
+            c("EXPIRE $p:missing 100 LT", "0"),
+            c("EXISTS $p:missing", "0"),
+            c("SET $p:ey v", "OK"),
+            c("EXPIRE $p:ey 100 LT", "1"),
+            c("EXPIRE $p:ey -1 GT", "0"),
+            c("EXISTS $p:ey", "1"),
+            c("PEXPIREAT $p:ey 1 LT", "1"),
+            c("EXISTS $p:ey", "0"),
+            c(
+                "EXPIRE $p:ex 1 NX GT",
+                "ERR NX and XX, GT or LT options at the same time are not compatible",
+            ),
+            c("EXPIRE $p:ex 1 FOREVER", "ERR Unsupported option FOREVER"),
+            c("TTL $p:ex", "200"),
             // The string commands composed of SET, GET, DEL and EXPIRE.
             c("SETNX $p:s 1", "1"),
             c("SETNX $p:s 2", "0"),
@@ -568,6 +598,53 @@ async fn expiry_follows_the_daemons_clock() {
         .unwrap();
     s.write_all(b"GET kt\r\n").await.unwrap();
     assert_eq!(read_some(&mut s, 5).await.0, b"$-1\r\n");
+    node.stop().await;
+}
+
+/// DBSIZE counts the generic keys that live: strings and hashes, not the
+/// services' records, not what has expired by the daemon's clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dbsize_counts_live_generic_keys() {
+    let node = TestNode::start().await;
+    let addr = resp_addr(&node);
+    assert_eq!(node.client.dbsize().await.unwrap(), 0);
+    // Keys on every shard (their slots spread), a hash, two with a TTL.
+    for i in 0..40 {
+        node.client.set(format!("k{i}"), "v").await.unwrap();
+    }
+    node.client
+        .hset("h", [("f", "1"), ("g", "2")])
+        .await
+        .unwrap();
+    for k in ["soon", "later"] {
+        let ttl = Duration::from_secs(if k == "soon" { 10 } else { 100 });
+        node.client
+            .set_with(k, "v", ttl, rush_protocol::cmd::SetCond::Always)
+            .await
+            .unwrap();
+    }
+    // A short link and its records are no generic key.
+    node.client
+        .shorten("https://shop.example/dbsize")
+        .await
+        .unwrap();
+    assert_eq!(node.client.dbsize().await.unwrap(), 43);
+    for resp3 in [false, true] {
+        let Some(got) = redis_cli(addr, resp3, &["DBSIZE"]) else {
+            return;
+        };
+        assert_eq!(got, "43");
+    }
+    node.client
+        .clock_advance(Duration::from_secs(11))
+        .await
+        .unwrap();
+    node.client.del("k0").await.unwrap();
+    assert_eq!(redis_cli(addr, false, &["DBSIZE"]).unwrap(), "41");
+    assert_eq!(
+        redis_cli(addr, false, &["DBSIZE", "x"]).unwrap(),
+        "ERR wrong number of arguments for 'dbsize' command"
+    );
     node.stop().await;
 }
 

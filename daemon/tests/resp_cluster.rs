@@ -7,13 +7,12 @@
 
 mod common;
 
-use common::{prerequisite_missing, redis_cli_session, TestNode};
+use common::{redis_cli_session, venv_python, TestNode};
 use rush_client::protocol::cmd::{ClusterSlotsReply, SlotRange};
 use rush_client::protocol::key_slot;
 use rush_daemon::resp::table::SPECS;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -31,19 +30,6 @@ fn run(addr: SocketAddr, resp3: bool, args: &[&str]) -> Option<String> {
 
 fn lines(s: &str) -> Vec<&str> {
     s.lines().collect()
-}
-
-fn venv_python() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/venv-redis-py/bin/python");
-    if p.exists() {
-        Some(p)
-    } else {
-        prerequisite_missing(
-            "redis-py's virtual environment is missing",
-            "run scripts/ensure-deps --redis-py",
-        );
-        None
-    }
 }
 
 async fn node_id(n: &TestNode) -> String {
@@ -81,6 +67,50 @@ async fn redis_cli_runs_the_node_commands_in_resp2_and_resp3() {
         .unwrap();
     let got = read_lines(&mut bystander, 2).await;
     assert!(got.starts_with("+OK\r\n:"), "{got:?}");
+
+    // HELLO names the connection (SETNAME) and says who it is: its
+    // CLIENT ID, and standalone mode on a node without a cluster map.
+    let mut greeted = TcpStream::connect(addr).await.unwrap();
+    greeted
+        .write_all(b"HELLO 2 SETNAME greeted\r\nCLIENT GETNAME\r\nCLIENT ID\r\n")
+        .await
+        .unwrap();
+    // The 7 pairs of HELLO's map: 26 lines in RESP2; then 2 and 1.
+    let got = read_lines(&mut greeted, 29).await;
+    let l: Vec<&str> = got.split("\r\n").collect();
+    let after = |key: &str| {
+        l[l.iter()
+            .position(|x| *x == key)
+            .unwrap_or_else(|| panic!("{key}: {got:?}"))
+            + 1]
+    };
+    assert!(
+        got.contains("$4\r\nmode\r\n$10\r\nstandalone\r\n"),
+        "{got:?}"
+    );
+    assert!(got.contains("$7\r\nversion\r\n$5\r\n7.2.0\r\n"), "{got:?}");
+    assert!(
+        got.contains("$7\r\ngreeted\r\n"),
+        "CLIENT GETNAME after HELLO SETNAME: {got:?}"
+    );
+    assert_eq!(
+        after("id"),
+        l[l.len() - 2],
+        "HELLO's id is CLIENT ID: {got:?}"
+    );
+    assert_ne!(after("id"), ":0", "{got:?}");
+    // A name HELLO refuses, as CLIENT SETNAME does, and the old one stays.
+    greeted
+        .write_all(b"*4\r\n$5\r\nHELLO\r\n$1\r\n3\r\n$7\r\nSETNAME\r\n$9\r\ntwo words\r\nCLIENT GETNAME\r\n")
+        .await
+        .unwrap();
+    let got = read_lines(&mut greeted, 3).await;
+    assert!(
+        got.starts_with("-ERR Client names cannot contain spaces")
+            && got.ends_with("$7\r\ngreeted\r\n"),
+        "{got:?}"
+    );
+    drop(greeted);
     for resp3 in [false, true] {
         // A map is a line per key and value in RESP2, a line per pair in RESP3.
         let pair = |k: &str, v: &str| {
@@ -356,6 +386,13 @@ async fn redis_cli_c_follows_moved_to_each_nodes_resp_listener() {
         }
         assert_eq!(run(resp_addr(n), false, &["GET", &key]).unwrap(), value);
     }
+    // Each node counts the keys of its own slots: one each.
+    for n in &nodes {
+        assert_eq!(run(resp_addr(n), false, &["DBSIZE"]).unwrap(), "1");
+    }
+    // HELLO says a node of a cluster map is in cluster mode.
+    let hello = run(resp_addr(&nodes[2]), true, &["HELLO", "3"]).unwrap();
+    assert!(lines(&hello).contains(&"mode cluster"), "{hello}");
     // Every node tells the same map, by RESP addresses.
     let slots = run(resp_addr(&nodes[1]), false, &["CLUSTER", "SLOTS"]).unwrap();
     let want: Vec<String> = map

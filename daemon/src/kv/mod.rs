@@ -6,6 +6,7 @@
 
 mod batch;
 mod check;
+pub mod dbsize;
 mod del;
 mod exists;
 mod expire;

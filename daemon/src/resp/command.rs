@@ -9,7 +9,7 @@ mod strings;
 
 use bytes::Bytes;
 use rush_protocol::cmd::{
-    Batch, Del, Exists, Expire, Get, HDel, HGet, HGetAll, HIncrBy, HSet, Hello, IncrBy, Ttl,
+    Batch, DbSize, Del, Exists, Get, HDel, HGet, HGetAll, HIncrBy, HSet, Hello, IncrBy, Ttl,
 };
 use rush_protocol::frame::VERSION;
 use rush_protocol::limits::MAX_BATCH_OPS;
@@ -56,9 +56,25 @@ pub enum Shape {
     /// HGETALL → map (RESP3) or flat array.
     Map,
     /// HELLO's answer: `+OK` (AUTH), or the HELLO map in protocol `proto`.
-    Hello { proto: Option<u8> },
+    Hello {
+        proto: Option<u8>,
+        greeting: Box<Greeting>,
+    },
     /// A service command's answer (`LINK.*`, `LIMIT.*`, ...).
     Service(super::services::ServiceShape),
+}
+
+/// What HELLO's map says of the connection, and the name its SETNAME
+/// gives it. `id` and `cluster` are filled in by the connection
+/// ([`super::RespConn::decode`]): decoding knows neither.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Greeting {
+    /// CLIENT ID.
+    pub id: u64,
+    /// `mode`: `cluster` when the node serves a cluster map.
+    pub cluster: bool,
+    /// SETNAME's name, set once HELLO succeeds.
+    pub name: Option<Bytes>,
 }
 
 /// What to do with one command.
@@ -82,6 +98,7 @@ pub enum Now {
     /// HELLO without AUTH: the map, after switching to `proto`.
     Hello {
         proto: u8,
+        greeting: Box<Greeting>,
     },
     /// An empty array (COMMAND, COMMAND DOCS) — a map in RESP3 for DOCS.
     Empty {
@@ -160,6 +177,10 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool, now_ms
             Decoded::Now(Now::Bulk(a[0].clone()))
         }
         "quit" => Decoded::Quit,
+        "dbsize" => {
+            need!(a.is_empty());
+            run(DbSize {}.into(), Shape::Integer)
+        }
         "select" => {
             need!(a.len() == 1);
             match parse_i64(&a[0]) {
@@ -176,7 +197,13 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool, now_ms
                 );
             }
             // The user name (Redis ACLs) is not used: tokens have no users.
-            run(hello(&a[a.len() - 1]), Shape::Hello { proto: None })
+            run(
+                hello(&a[a.len() - 1]),
+                Shape::Hello {
+                    proto: None,
+                    greeting: Box::default(),
+                },
+            )
         }
         "hello" => decode_hello(a, authenticated, auth_required),
         "get" => {
@@ -190,7 +217,6 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool, now_ms
         "getex" => strings::getex(a, now_ms),
         "mset" => strings::mset(a, false),
         "msetnx" => strings::mset(a, true),
-        "expireat" | "pexpireat" => expiry::expire_at(a, &name, now_ms),
         "persist" => expiry::persist(a),
         "hmget" => hashes::hmget(a),
         "hexists" => hashes::hexists(a),
@@ -250,32 +276,7 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool, now_ms
             };
             run(incr(&a[0], delta), Shape::Integer)
         }
-        "expire" | "pexpire" => {
-            need!(a.len() == 2);
-            let n = int!(&a[1]);
-            let ms = if name == "expire" {
-                n.checked_mul(1000)
-            } else {
-                Some(n)
-            };
-            let Some(ms) = ms else {
-                return err(format!("ERR invalid expire time in '{name}' command"));
-            };
-            let key = a[0].clone();
-            if ms <= 0 {
-                // Redis deletes the key: 1 if it existed.
-                run(Del { key }.into(), Shape::Flag)
-            } else {
-                run(
-                    Expire {
-                        key,
-                        ttl_ms: ms as u64,
-                    }
-                    .into(),
-                    Shape::Flag,
-                )
-            }
-        }
+        "expire" | "pexpire" | "expireat" | "pexpireat" => expiry::expire(a, &name, now_ms),
         "ttl" | "pttl" => {
             need!(a.len() == 1);
             run(
@@ -391,6 +392,7 @@ fn incr(key: &Bytes, delta: i64) -> Request {
 fn decode_hello(a: &[Bytes], authenticated: bool, auth_required: bool) -> Decoded {
     let mut proto = None;
     let mut token = None;
+    let mut greeting = Box::<Greeting>::default();
     if let Some(v) = a.first() {
         match parse_i64(v) {
             Some(v @ (2 | 3)) => proto = Some(v as u8),
@@ -405,7 +407,10 @@ fn decode_hello(a: &[Bytes], authenticated: bool, auth_required: bool) -> Decode
             token = Some(a[i + 2].clone());
             i += 3;
         } else if opt == b"setname" && i + 1 < a.len() {
-            // Client names are not kept yet (CLIENT is a later slice).
+            if !super::node::valid_name(&a[i + 1]) {
+                return err(super::node::BAD_NAME);
+            }
+            greeting.name = Some(a[i + 1].clone());
             i += 2;
         } else {
             return err(format!(
@@ -415,10 +420,11 @@ fn decode_hello(a: &[Bytes], authenticated: bool, auth_required: bool) -> Decode
         }
     }
     match token {
-        Some(t) if auth_required => Decoded::Run(hello(&t), Shape::Hello { proto }),
+        Some(t) if auth_required => Decoded::Run(hello(&t), Shape::Hello { proto, greeting }),
         // No tokens configured: any credentials are as good as none.
         Some(_) | None if authenticated => Decoded::Now(Now::Hello {
             proto: proto.unwrap_or(0),
+            greeting,
         }),
         _ => err(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
@@ -460,400 +466,4 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rush_protocol::cmd::{Check, Cond, Set, SetCond, SetKeepTtl};
-
-    /// The daemon's clock in these tests: 2033-05-18 03:33:20 UTC.
-    const NOW: u64 = 2_000_000_000_000;
-
-    fn args(s: &str) -> Vec<Bytes> {
-        s.split(' ').map(|w| Bytes::from(w.to_string())).collect()
-    }
-
-    fn error_of(d: Decoded) -> String {
-        match d {
-            Decoded::Now(Now::Error(e)) => e,
-            _ => panic!("not an error"),
-        }
-    }
-
-    #[test]
-    fn options_map_onto_requests() {
-        match decode(args("SET k v PX 1500 NX"), true, false, NOW) {
-            Decoded::Run(Request::Set(s), Shape::SetOk) => {
-                assert_eq!((s.ttl_ms, s.cond), (1500, SetCond::IfAbsent))
-            }
-            _ => panic!("SET"),
-        }
-        match decode(args("set k v ex 2 get"), true, false, NOW) {
-            Decoded::Run(Request::Batch(b), Shape::SetGet) => assert_eq!(b.ops.len(), 2),
-            _ => panic!("SET GET"),
-        }
-        match decode(args("DECRBY k 5"), true, false, NOW) {
-            Decoded::Run(Request::IncrBy(i), Shape::Integer) => assert_eq!(i.delta, -5),
-            _ => panic!("DECRBY"),
-        }
-        match decode(args("EXPIRE k 0"), true, false, NOW) {
-            Decoded::Run(Request::Del(_), Shape::Flag) => {}
-            _ => panic!("EXPIRE 0 deletes"),
-        }
-    }
-
-    fn run(s: &str) -> (Request, Shape) {
-        match decode(args(s), true, false, NOW) {
-            Decoded::Run(r, shape) => (r, shape),
-            other => panic!("{s}: {other:?}"),
-        }
-    }
-
-    fn ops(r: Request) -> Vec<Request> {
-        match r {
-            Request::Batch(b) => b.ops,
-            other => panic!("not a batch: {other:?}"),
-        }
-    }
-
-    fn b(s: &'static str) -> Bytes {
-        Bytes::from_static(s.as_bytes())
-    }
-
-    #[test]
-    fn absolute_times_become_ttls_on_the_daemons_clock() {
-        // NOW is 2_000_000_000 s.
-        let (r, shape) = run("SET k v EXAT 2000000010 XX");
-        assert_eq!(shape, Shape::SetOk);
-        assert_eq!(
-            r,
-            Set {
-                key: b("k"),
-                value: b("v"),
-                ttl_ms: 10_000,
-                cond: SetCond::IfPresent
-            }
-            .into()
-        );
-        assert_eq!(
-            run("SET k v PXAT 2000000000250").0,
-            Set {
-                ttl_ms: 250,
-                ..Set::new("k", "v")
-            }
-            .into()
-        );
-        // Already past: the key is gone (Always, XX) or untouched (NX).
-        assert_eq!(
-            run("SET k v PXAT 5"),
-            (Del { key: b("k") }.into(), Shape::Ok)
-        );
-        assert_eq!(
-            run("SET k v EXAT 5 XX"),
-            (Del { key: b("k") }.into(), Shape::SetOk)
-        );
-        assert_eq!(
-            run("SET k v EXAT 5 NX"),
-            (Exists { key: b("k") }.into(), Shape::SetOk)
-        );
-        let (r, shape) = run("SET k v EXAT 5 GET");
-        assert_eq!(shape, Shape::SetGet);
-        assert_eq!(
-            ops(r),
-            vec![Get { key: b("k") }.into(), Del { key: b("k") }.into()]
-        );
-        assert_eq!(
-            run("EXPIREAT k 2000000100"),
-            (
-                Expire {
-                    key: b("k"),
-                    ttl_ms: 100_000
-                }
-                .into(),
-                Shape::Flag
-            )
-        );
-        assert_eq!(
-            run("PEXPIREAT k 2000000000001").0,
-            Expire {
-                key: b("k"),
-                ttl_ms: 1
-            }
-            .into()
-        );
-        assert_eq!(
-            run("PEXPIREAT k -1"),
-            (Del { key: b("k") }.into(), Shape::Flag)
-        );
-        assert_eq!(run("EXPIREAT k 2000000000").0, Del { key: b("k") }.into());
-        let expire = |ttl_ms| {
-            Expire {
-                key: b("k"),
-                ttl_ms,
-            }
-            .into()
-        };
-        assert_eq!(ops(run("GETEX k EXAT 2000000001").0)[1], expire(1000));
-        assert_eq!(ops(run("getex k pxat 2000000000002").0)[1], expire(2));
-        assert_eq!(ops(run("GETEX k EXAT 1").0)[1], Del { key: b("k") }.into());
-        assert_eq!(ops(run("GETEX k PERSIST").0)[1], expire(0));
-        assert_eq!(ops(run("GETEX k EX 3").0)[1], expire(3000));
-        assert_eq!(ops(run("GETEX k PX 3").0)[1], expire(3));
-        assert_eq!(run("GETEX k"), (Get { key: b("k") }.into(), Shape::Bulk));
-    }
-
-    #[test]
-    fn compositions() {
-        assert_eq!(
-            run("SETNX k v"),
-            (
-                Set {
-                    cond: SetCond::IfAbsent,
-                    ..Set::new("k", "v")
-                }
-                .into(),
-                Shape::Flag
-            )
-        );
-        assert_eq!(
-            run("SETEX k 2 v").0,
-            Set {
-                ttl_ms: 2000,
-                ..Set::new("k", "v")
-            }
-            .into()
-        );
-        assert_eq!(
-            run("PSETEX k 2 v").0,
-            Set {
-                ttl_ms: 2,
-                ..Set::new("k", "v")
-            }
-            .into()
-        );
-        assert_eq!(
-            run("SET k v XX KEEPTTL"),
-            (
-                SetKeepTtl {
-                    key: b("k"),
-                    value: b("v"),
-                    cond: SetCond::IfPresent
-                }
-                .into(),
-                Shape::SetOk
-            )
-        );
-        assert_eq!(run("SET k v KEEPTTL GET").1, Shape::SetGet);
-        let (r, shape) = run("GETDEL k");
-        assert_eq!(shape, Shape::SetGet);
-        assert_eq!(
-            ops(r),
-            vec![Get { key: b("k") }.into(), Del { key: b("k") }.into()]
-        );
-        let (r, shape) = run("MSET {t}a 1 {t}b 2");
-        assert_eq!(shape, Shape::Ok);
-        assert_eq!(
-            ops(r),
-            vec![Set::new("{t}a", "1").into(), Set::new("{t}b", "2").into()]
-        );
-        let (r, shape) = run("MSETNX {t}a 1 {t}b 2");
-        assert_eq!(shape, Shape::IfAllHold { checks: 2 });
-        let missing = |k| Check {
-            key: b(k),
-            field: None,
-            cond: Cond::Missing,
-        };
-        assert_eq!(
-            ops(r),
-            vec![
-                missing("{t}a").into(),
-                missing("{t}b").into(),
-                Set::new("{t}a", "1").into(),
-                Set::new("{t}b", "2").into()
-            ]
-        );
-        assert_eq!(run("UNLINK k"), (Del { key: b("k") }.into(), Shape::Flag));
-        assert_eq!(run("UNLINK {t}a {t}b").1, Shape::CountTrue);
-        let (r, shape) = run("PERSIST k");
-        assert_eq!(shape, Shape::Persist);
-        assert_eq!(
-            ops(r),
-            vec![
-                Ttl { key: b("k") }.into(),
-                Expire {
-                    key: b("k"),
-                    ttl_ms: 0
-                }
-                .into()
-            ]
-        );
-        let (r, shape) = run("HMGET h f g");
-        assert_eq!(shape, Shape::Values);
-        let hget = |f| HGet {
-            key: b("h"),
-            field: b(f),
-        };
-        assert_eq!(ops(r), vec![hget("f").into(), hget("g").into()]);
-        assert_eq!(
-            run("HEXISTS h f"),
-            (
-                Check {
-                    key: b("h"),
-                    field: Some(b("f")),
-                    cond: Cond::Exists
-                }
-                .into(),
-                Shape::Flag
-            )
-        );
-        assert_eq!(run("HLEN h"), (HGetAll { key: b("h") }.into(), Shape::Len));
-        let (r, shape) = run("HSETNX h f v");
-        assert_eq!(shape, Shape::IfAllHold { checks: 1 });
-        assert_eq!(ops(r).len(), 2);
-    }
-
-    #[test]
-    fn new_commands_refuse_as_redis_does() {
-        let error = |s: &str| error_of(decode(args(s), true, false, NOW));
-        for (cmd, want) in [
-            ("SET k v EX 1 PX 1", "ERR syntax error"),
-            ("SET k v EXAT 1 KEEPTTL", "ERR syntax error"),
-            ("SET k v KEEPTTL EXAT 1", "ERR syntax error"),
-            ("SET k v EXAT", "ERR syntax error"),
-            // Options first, then the number.
-            ("SET k v EXAT soon NX XX", "ERR syntax error"),
-            (
-                "SET k v EXAT soon",
-                "ERR value is not an integer or out of range",
-            ),
-            ("SET k v PXAT 0", "ERR invalid expire time in 'set' command"),
-            (
-                "SET k v EXAT -5",
-                "ERR invalid expire time in 'set' command",
-            ),
-            ("SETEX k 0 v", "ERR invalid expire time in 'setex' command"),
-            (
-                "PSETEX k -1 v",
-                "ERR invalid expire time in 'psetex' command",
-            ),
-            ("SETEX k x v", "ERR value is not an integer or out of range"),
-            (
-                "SETEX k 9223372036854775807 v",
-                "ERR invalid expire time in 'setex' command",
-            ),
-            ("GETEX k EX 0", "ERR invalid expire time in 'getex' command"),
-            ("GETEX k EX", "ERR syntax error"),
-            ("GETEX k PERSIST EX 1", "ERR syntax error"),
-            ("GETEX k EX 1 PX 1", "ERR syntax error"),
-            ("GETEX k NX 1", "ERR syntax error"),
-            (
-                "GETEX k PX x",
-                "ERR value is not an integer or out of range",
-            ),
-            ("MSET a", "ERR wrong number of arguments for 'mset' command"),
-            (
-                "MSET a 1 b",
-                "ERR wrong number of arguments for 'mset' command",
-            ),
-            (
-                "MSETNX a 1 b",
-                "ERR wrong number of arguments for 'msetnx' command",
-            ),
-            (
-                "EXPIREAT k x",
-                "ERR value is not an integer or out of range",
-            ),
-            (
-                "EXPIREAT k 1 NX",
-                "ERR wrong number of arguments for 'expireat' command",
-            ),
-            (
-                "EXPIREAT k 9223372036854775807",
-                "ERR invalid expire time in 'expireat' command",
-            ),
-            (
-                "PERSIST",
-                "ERR wrong number of arguments for 'persist' command",
-            ),
-            (
-                "HMGET h",
-                "ERR wrong number of arguments for 'hmget' command",
-            ),
-            (
-                "HEXISTS h",
-                "ERR wrong number of arguments for 'hexists' command",
-            ),
-            (
-                "HLEN h f",
-                "ERR wrong number of arguments for 'hlen' command",
-            ),
-            (
-                "HSETNX h f",
-                "ERR wrong number of arguments for 'hsetnx' command",
-            ),
-            (
-                "SETNX k",
-                "ERR wrong number of arguments for 'setnx' command",
-            ),
-            (
-                "GETDEL",
-                "ERR wrong number of arguments for 'getdel' command",
-            ),
-            (
-                "UNLINK",
-                "ERR wrong number of arguments for 'unlink' command",
-            ),
-        ] {
-            assert_eq!(error(cmd), want, "{cmd}");
-        }
-        let many = format!("MSETNX{}", " k v".repeat(MAX_BATCH_OPS / 2 + 1));
-        assert!(
-            error(&many).contains("at most 500 keys"),
-            "{}",
-            error(&many)
-        );
-        let many = format!("HMGET h{}", " f".repeat(MAX_BATCH_OPS + 1));
-        assert!(error(&many).contains("at most 1000 fields"));
-    }
-
-    #[test]
-    fn errors_in_redis_words() {
-        assert_eq!(
-            error_of(decode(args("GET"), true, false, NOW)),
-            "ERR wrong number of arguments for 'get' command"
-        );
-        assert_eq!(
-            error_of(decode(args("FLUSHALL now"), true, false, NOW)),
-            "ERR unknown command 'FLUSHALL', with args beginning with: 'now' "
-        );
-        assert_eq!(
-            error_of(decode(args("SET k v NX XX"), true, false, NOW)),
-            "ERR syntax error"
-        );
-        assert_eq!(
-            error_of(decode(args("SET k v EX 0"), true, false, NOW)),
-            "ERR invalid expire time in 'set' command"
-        );
-        assert_eq!(
-            error_of(decode(args("INCRBY k 1.5"), true, false, NOW)),
-            "ERR value is not an integer or out of range"
-        );
-        assert_eq!(
-            error_of(decode(
-                args("DECRBY k -9223372036854775808"),
-                true,
-                false,
-                NOW
-            )),
-            "ERR decrement would overflow"
-        );
-        assert!(error_of(decode(args("GET k"), false, true, NOW)).starts_with("NOAUTH "));
-        assert!(error_of(decode(args("HELLO 4"), true, false, NOW)).starts_with("NOPROTO "));
-    }
-
-    #[test]
-    fn integers() {
-        assert_eq!(parse_i64(b"-12"), Some(-12));
-        for bad in [&b""[..], b"+1", b"01", b"-0", b"1 ", b"x"] {
-            assert_eq!(parse_i64(bad), None);
-        }
-    }
-}
+mod tests;

@@ -124,6 +124,16 @@ impl RespConn {
         }
     }
 
+    /// CLIENT SETNAME's (and HELLO SETNAME's) name, as the node's client
+    /// list shows it.
+    pub fn set_name(&self, name: &[u8]) {
+        if let Some(node) = &self.node {
+            node.resp_clients.update(self.id, |c| {
+                c.name = String::from_utf8_lossy(name).into_owned()
+            });
+        }
+    }
+
     /// The address this connection was accepted on.
     pub fn laddr(&self) -> Option<SocketAddr> {
         self.laddr
@@ -167,7 +177,17 @@ impl RespConn {
             };
         }
         if !self.txn.in_multi() {
-            return command::decode(args, authenticated, auth_required, now_ms);
+            let mut decoded = command::decode(args, authenticated, auth_required, now_ms);
+            if let Decoded::Now(Now::Hello { greeting, .. })
+            | Decoded::Run(_, Shape::Hello { greeting, .. }) = &mut decoded
+            {
+                greeting.id = self.id;
+                greeting.cluster = self
+                    .node
+                    .as_ref()
+                    .is_some_and(|n| n.cluster.routing.map().epoch() > 0);
+            }
+            return decoded;
         }
         let name = args[0].clone();
         let size = args.iter().map(|a| a.len()).sum();
@@ -186,6 +206,12 @@ impl RespConn {
     pub fn answer(&mut self, now: Now) {
         let now = match now {
             Now::Node(ask) => node::run(self, ask),
+            Now::Hello { proto, greeting } => {
+                if let Some(name) = &greeting.name {
+                    self.set_name(name);
+                }
+                Now::Hello { proto, greeting }
+            }
             now => now,
         };
         if self.queue.is_empty() {
@@ -222,8 +248,14 @@ impl RespConn {
             let size = f.body.len();
             let result = reply::decode_answer(f.header.opcode, f.body)
                 .map_err(|e| reply::redirect_to_resp(e, self.node.as_deref().map(|n| &*n.cluster)));
-            if let Shape::Watch(read) = &shape {
-                self.txn.watched(read, &result);
+            match &shape {
+                Shape::Watch(read) => self.txn.watched(read, &result),
+                Shape::Hello { greeting, .. } if result.is_ok() => {
+                    if let Some(name) = &greeting.name {
+                        self.set_name(name);
+                    }
+                }
+                _ => {}
             }
             if i == 0 {
                 self.queue.pop_front();
@@ -264,7 +296,10 @@ impl RespConn {
 /// Write an answer that needed no request. `HELLO 2|3` switches the
 /// connection's version first: it is answered in the version it asked for.
 pub(crate) fn write_now(out: &mut BytesMut, proto: &mut u8, answer: Now) {
-    if let Now::Hello { proto: p @ (2 | 3) } = answer {
+    if let Now::Hello {
+        proto: p @ (2 | 3), ..
+    } = answer
+    {
         *proto = p;
     }
     let resp3 = *proto == 3;
@@ -273,7 +308,7 @@ pub(crate) fn write_now(out: &mut BytesMut, proto: &mut u8, answer: Now) {
         Now::Bulk(b) => write::bulk(out, &b),
         Now::Integer(n) => write::integer(out, n),
         Now::Error(e) => write::error(out, &e),
-        Now::Hello { .. } => reply::hello_map(out, resp3),
+        Now::Hello { greeting, .. } => reply::hello_map(out, resp3, &greeting),
         Now::Empty { map: true } => write::map(out, 0, resp3),
         Now::Empty { map: false } => write::array(out, 0),
         Now::Array(answers) => {

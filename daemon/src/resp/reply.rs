@@ -1,7 +1,7 @@
 //! Rush answers → RESP replies, and the one table from Rush error codes to
 //! Redis error prefixes.
 
-use super::command::Shape;
+use super::command::{Greeting, Shape};
 use bytes::{Bytes, BytesMut};
 use rush_protocol::cmd::TtlReply;
 use rush_protocol::frame::{self, STATUS_OK};
@@ -149,7 +149,7 @@ pub fn render(out: &mut BytesMut, proto: &mut u8, shape: &Shape, result: Result<
         (Shape::Present, Reply::HGet(v) | Reply::Get(v)) => {
             write::integer(out, i64::from(v.is_some()))
         }
-        (Shape::Integer, Reply::HSet(n) | Reply::HDel(n)) => {
+        (Shape::Integer, Reply::HSet(n) | Reply::HDel(n) | Reply::DbSize(n)) => {
             write::integer(out, i64::try_from(n).unwrap_or(i64::MAX))
         }
         (Shape::Integer, Reply::IncrBy(n) | Reply::HIncrBy(n)) => write::integer(out, n),
@@ -193,10 +193,16 @@ pub fn render(out: &mut BytesMut, proto: &mut u8, shape: &Shape, result: Result<
                 write::bulk(out, &v);
             }
         }
-        (Shape::Hello { proto: None }, Reply::Hello(_)) => write::simple(out, "OK"),
-        (Shape::Hello { proto: Some(p) }, Reply::Hello(_)) => {
+        (Shape::Hello { proto: None, .. }, Reply::Hello(_)) => write::simple(out, "OK"),
+        (
+            Shape::Hello {
+                proto: Some(p),
+                greeting,
+            },
+            Reply::Hello(_),
+        ) => {
             *proto = *p;
-            hello_map(out, *p == 3)
+            hello_map(out, *p == 3, greeting)
         }
         _ => unexpected(out),
     }
@@ -223,18 +229,27 @@ fn unexpected(out: &mut BytesMut) {
 }
 
 /// HELLO's map: what Redis answers, with Rush's own version.
-pub fn hello_map(out: &mut BytesMut, resp3: bool) {
+pub fn hello_map(out: &mut BytesMut, resp3: bool, greeting: &Greeting) {
     write::map(out, 7, resp3);
     write::bulk(out, b"server");
     write::bulk(out, b"rush");
+    // The Redis version whose commands Rush follows, as INFO's
+    // redis_version: clients read it to pick what they may send.
     write::bulk(out, b"version");
-    write::bulk(out, env!("CARGO_PKG_VERSION").as_bytes());
+    write::bulk(out, super::node::REDIS_VERSION.as_bytes());
     write::bulk(out, b"proto");
     write::integer(out, if resp3 { 3 } else { 2 });
     write::bulk(out, b"id");
-    write::integer(out, 0);
+    write::integer(out, i64::try_from(greeting.id).unwrap_or(i64::MAX));
     write::bulk(out, b"mode");
-    write::bulk(out, b"standalone");
+    write::bulk(
+        out,
+        if greeting.cluster {
+            &b"cluster"[..]
+        } else {
+            b"standalone"
+        },
+    );
     write::bulk(out, b"role");
     write::bulk(out, b"master");
     write::bulk(out, b"modules");

@@ -82,6 +82,7 @@ pub const SPECS: &[Spec] = &[
     spec("cluster", -2, N, NONE),
     spec("command", -1, N, NONE),
     spec("config", -2, N, NONE),
+    spec("dbsize", 1, &["readonly"], NONE),
     spec("decr", 2, W, ONE),
     spec("decrby", 3, W, ONE),
     spec("del", -2, W, ALL),

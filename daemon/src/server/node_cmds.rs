@@ -39,6 +39,8 @@ pub fn handle(
         Request::ClusterSlots(_) => Ok(Reply::ClusterSlots(cluster_slots(node))),
         Request::Shards(_) => Ok(Reply::Shards(shards(node))),
         Request::ShardBind(b) => return NodeAnswer::Bind(b.shard as usize),
+        // Reads every key: on a thread of its own ([`spawn`]).
+        Request::DbSize(d) => return NodeAnswer::Later(d.into()),
         // Cluster changes wait on storage, shards and peers: a node task.
         other if other.opcode().service() == Service::Cluster => return NodeAnswer::Later(other),
         other => Err(RushError::internal(format!(
@@ -54,9 +56,29 @@ pub fn handle(
 pub fn spawn(node: &Arc<NodeShared>, target: Target, request: Request, sink: ReplySink) {
     if target == Target::AllShards {
         node.spawn(fan_out(node.clone(), request, ReplyTo::Conn(sink)));
+    } else if let Request::DbSize(_) = request {
+        node.spawn(db_size(node.clone(), sink));
     } else {
         node.spawn(crate::cluster::handle(node.clone(), request, sink));
     }
+}
+
+/// DBSIZE: every shard's generic keys in the slots this node owns, counted
+/// on a blocking thread.
+async fn db_size(node: Arc<NodeShared>, sink: ReplySink) {
+    let n = node.clone();
+    let counted = tokio::task::spawn_blocking(move || {
+        let routing = &n.cluster.routing;
+        crate::kv::dbsize::count(
+            &n.storage,
+            n.shards.len(),
+            |s| routing.owns(s),
+            n.clock.now_ms(),
+        )
+    })
+    .await
+    .unwrap_or_else(|e| Err(RushError::internal(format!("DBSIZE task: {e}"))));
+    sink.send(counted.map(Reply::DbSize))
 }
 
 /// The node's shard layout.
@@ -116,9 +138,31 @@ fn hello(
     }))
 }
 
+/// INFO's storage rows: (row, RocksDB property, summed over the shards'
+/// column families or the database's own). The last four are background
+/// work still owed: a benchmark of reads waits for them to reach 0 after
+/// its preload, so that it measures reads, not the preload's compactions.
+const STORAGE_ROWS: [(&str, &str, bool); 7] = [
+    ("keys_estimate", "rocksdb.estimate-num-keys", true),
+    ("sst_bytes", "rocksdb.total-sst-files-size", true),
+    ("memtable_bytes", "rocksdb.cur-size-all-mem-tables", true),
+    (
+        "compactions_running",
+        "rocksdb.num-running-compactions",
+        false,
+    ),
+    ("flushes_running", "rocksdb.num-running-flushes", false),
+    ("flushes_pending", "rocksdb.mem-table-flush-pending", true),
+    (
+        "compaction_pending_bytes",
+        "rocksdb.estimate-pending-compaction-bytes",
+        true,
+    ),
+];
+
 fn info(node: &NodeShared) -> InfoReply {
     let s = &node.storage;
-    let rows = vec![
+    let mut rows = vec![
         ("version", env!("CARGO_PKG_VERSION").to_string()),
         ("protocol", VERSION.to_string()),
         ("node_id", node.node_id.clone()),
@@ -134,40 +178,16 @@ fn info(node: &NodeShared) -> InfoReply {
                 .to_string(),
         ),
         ("data_dir", s.dir().display().to_string()),
-        (
-            "keys_estimate",
-            s.property_sum("rocksdb.estimate-num-keys").to_string(),
-        ),
-        (
-            "sst_bytes",
-            s.property_sum("rocksdb.total-sst-files-size").to_string(),
-        ),
-        (
-            "memtable_bytes",
-            s.property_sum("rocksdb.cur-size-all-mem-tables")
-                .to_string(),
-        ),
-        // Background work still owed: a benchmark of reads waits for these
-        // to reach 0 after its preload, so that it measures reads, not the
-        // preload's compactions.
-        (
-            "compactions_running",
-            s.property("rocksdb.num-running-compactions").to_string(),
-        ),
-        (
-            "flushes_running",
-            s.property("rocksdb.num-running-flushes").to_string(),
-        ),
-        (
-            "flushes_pending",
-            s.property_sum("rocksdb.mem-table-flush-pending")
-                .to_string(),
-        ),
-        (
-            "compaction_pending_bytes",
-            s.property_sum("rocksdb.estimate-pending-compaction-bytes")
-                .to_string(),
-        ),
+    ];
+    rows.extend(STORAGE_ROWS.iter().map(|&(row, property, summed)| {
+        let v = if summed {
+            s.property_sum(property)
+        } else {
+            s.property(property)
+        };
+        (row, v.to_string())
+    }));
+    rows.extend([
         (
             "queued_requests",
             node.shards
@@ -177,7 +197,7 @@ fn info(node: &NodeShared) -> InfoReply {
                 .to_string(),
         ),
         ("clock_ms", node.clock.now_ms().to_string()),
-    ];
+    ]);
     let rows = rows.into_iter().chain(node.cluster.info());
     InfoReply {
         rows: rows.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),

@@ -1,11 +1,12 @@
-//! Expiry: the TTL options of SET and GETEX, EXPIREAT / PEXPIREAT and
-//! PERSIST. Absolute times are made relative to the daemon's clock when
+//! Expiry: the TTL options of SET and GETEX, EXPIRE / PEXPIRE / EXPIREAT
+//! / PEXPIREAT (with NX, XX, GT, LT) and PERSIST. Absolute times are made relative to the daemon's clock when
 //! the command is read (the request then runs within the same pass, or
 //! the next on another shard: within a millisecond or two).
 
 use super::{arity_error, err, parse_i64, Decoded, Shape};
 use bytes::Bytes;
-use rush_protocol::cmd::{Batch, Del, Expire, Ttl};
+use rush_protocol::cmd::{Batch, Check, Cond, Del, Expire, Ttl};
+use rush_protocol::Request;
 
 /// When a key given a TTL option expires, seen from now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,29 +58,93 @@ fn at(at_ms: i64, now_ms: u64) -> Lifetime {
     }
 }
 
-/// `EXPIREAT key s` / `PEXPIREAT key ms` → `:1` if the key exists. A time
-/// in the past deletes the key, as in Redis. The NX/XX/GT/LT options are
-/// not supported yet (as for EXPIRE: a wrong number of arguments).
-pub(super) fn expire_at(a: &[Bytes], name: &str, now_ms: u64) -> Decoded {
-    if a.len() != 2 {
+/// `EXPIRE key s`, `PEXPIRE key ms`, `EXPIREAT key unix-s`, `PEXPIREAT
+/// key unix-ms`, each with `NX | XX | GT | LT` → `:1` if the TTL was set
+/// (or the key deleted: a time already past deletes it, as in Redis), `:0`
+/// if the key is missing or an option's condition fails. An absolute time
+/// is made relative to `now_ms`.
+///
+/// With options the command is one BATCH: a TTL CHECK per option, then
+/// the EXPIRE (or DEL); a failed CHECK writes nothing. A key without a TTL
+/// counts as expiring never, as in Redis: GT never holds for it, LT always.
+pub(super) fn expire(a: &[Bytes], name: &str, now_ms: u64) -> Decoded {
+    if a.len() < 2 {
         return arity_error(name);
+    }
+    // Options first, then the time, in Redis's order of refusals.
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for o in &a[2..] {
+        match o.to_ascii_uppercase().as_slice() {
+            b"NX" => nx = true,
+            b"XX" => xx = true,
+            b"GT" => gt = true,
+            b"LT" => lt = true,
+            _ => {
+                return err(format!(
+                    "ERR Unsupported option {}",
+                    String::from_utf8_lossy(&o[..o.len().min(128)])
+                ))
+            }
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return err("ERR NX and XX, GT or LT options at the same time are not compatible");
+    }
+    if gt && lt {
+        return err("ERR GT and LT options at the same time are not compatible");
     }
     let Some(n) = parse_i64(&a[1]) else {
         return err("ERR value is not an integer or out of range");
     };
-    let at_ms = if name == "expireat" {
-        n.checked_mul(1000)
-    } else {
-        Some(n)
+    let ms = match name {
+        "expire" | "expireat" => n.checked_mul(1000),
+        _ => Some(n),
     };
-    let Some(at_ms) = at_ms else {
+    let Some(ms) = ms else {
         return err(format!("ERR invalid expire time in '{name}' command"));
     };
+    // Milliseconds from now; ≤ 0: already past.
+    let ttl = match name {
+        "expireat" | "pexpireat" => {
+            let left = i128::from(ms) - i128::from(now_ms);
+            left.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+        }
+        _ => ms,
+    };
     let key = a[0].clone();
-    match at(at_ms, now_ms) {
-        Lifetime::Past => Decoded::Run(Del { key }.into(), Shape::Flag),
-        Lifetime::In(ttl_ms) => Decoded::Run(Expire { key, ttl_ms }.into(), Shape::Flag),
+    let write: Request = if ttl <= 0 {
+        Del { key: key.clone() }.into()
+    } else {
+        Expire {
+            key: key.clone(),
+            ttl_ms: ttl as u64,
+        }
+        .into()
+    };
+    let conds = [
+        nx.then_some(Cond::NoTtl),
+        xx.then_some(Cond::HasTtl),
+        gt.then_some(Cond::TtlBelow(ttl)),
+        lt.then_some(Cond::TtlAbove(ttl)),
+    ];
+    let mut ops: Vec<Request> = conds
+        .into_iter()
+        .flatten()
+        .map(|cond| {
+            Check {
+                key: key.clone(),
+                field: None,
+                cond,
+            }
+            .into()
+        })
+        .collect();
+    if ops.is_empty() {
+        return Decoded::Run(write, Shape::Flag);
     }
+    let checks = ops.len();
+    ops.push(write);
+    Decoded::Run(Batch { ops }.into(), Shape::IfAllHold { checks })
 }
 
 /// `PERSIST key` → `:1` if the key had a TTL (now removed), else `:0`:

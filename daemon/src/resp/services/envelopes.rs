@@ -7,8 +7,7 @@
 //! CRC16 of the id: `GRAB` and `INFO` declare no key and rely on `MOVED`.
 //! The refund stream and the audit are the node's (every shard's).
 
-use super::{once, ArgError, Args, Parsed, ServiceShape, Writer};
-use bytes::Bytes;
+use super::{once, ArgError, Args, Parsed, Writer};
 use rush_protocol::cmd::{
     EnvelopeAudit, EnvelopeAuditReply, EnvelopeCreate, EnvelopeGrab, EnvelopeInfo,
     EnvelopeInfoReply, EnvelopeMode, EnvelopeRefunds, EnvelopeRefundsAck, EnvelopeRefundsReply,
@@ -30,26 +29,21 @@ pub enum Shape {
     Audit,
 }
 
-pub(super) fn decode(name: &str, a: &[Bytes]) -> Option<Parsed<ServiceShape>> {
-    let mut a = Args::new(a);
-    let parsed = match name {
-        "envelope.create" => create(&mut a),
-        "envelope.grab" => {
-            let id = id(&mut a);
-            id.and_then(|id| {
-                let user = a.bytes()?;
-                Ok((EnvelopeGrab { id, user }.into(), Shape::Grabbed))
-            })
-        }
-        "envelope.info" => id(&mut a).map(|id| (EnvelopeInfo { id }.into(), Shape::Info)),
-        "envelope.refunds" => refunds(&mut a),
+pub(super) fn decode(name: &str, a: &mut Args) -> Option<Parsed<Shape>> {
+    Some(match name {
+        "envelope.create" => create(a),
+        "envelope.grab" => id(a).and_then(|id| {
+            let user = a.bytes()?;
+            Ok((EnvelopeGrab { id, user }.into(), Shape::Grabbed))
+        }),
+        "envelope.info" => id(a).map(|id| (EnvelopeInfo { id }.into(), Shape::Info)),
+        "envelope.refunds" => refunds(a),
         "envelope.ack" => {
-            cursor(&mut a).map(|cursor| (EnvelopeRefundsAck { cursor }.into(), Shape::Acked))
+            cursor(a).map(|cursor| (EnvelopeRefundsAck { cursor }.into(), Shape::Acked))
         }
         "envelope.audit" => Ok((EnvelopeAudit {}.into(), Shape::Audit)),
         _ => return None,
-    };
-    Some(parsed.map(|(r, s)| (r, ServiceShape::Envelope(s))))
+    })
 }
 
 /// An envelope id, as `ENVELOPE.CREATE` answered it.
@@ -238,7 +232,9 @@ fn audit(w: &mut Writer, a: &EnvelopeAuditReply) {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{refused, run};
+    use super::super::ServiceShape;
     use super::*;
+    use bytes::Bytes;
     use rush_protocol::Request;
 
     #[test]

@@ -5,8 +5,7 @@
 //! the counts live), so cluster clients route these exactly. Policies are
 //! the node's, on every shard: `LIMIT.POLICY` declares no key.
 
-use super::{once, ArgError, Args, Parsed, ServiceShape, Writer};
-use bytes::Bytes;
+use super::{once, ArgError, Args, Parsed, Writer};
 use rush_protocol::cmd::{
     AcquireReply, Allowance, LimitAcquire, LimitPolicyGet, LimitPolicyList, LimitPolicySet,
     LimitRelease, LimitStatus, OrderItem, PolicyDef, ReleaseReply, Rule, Scope, StatusReply,
@@ -25,16 +24,14 @@ pub enum Shape {
     Policies,
 }
 
-pub(super) fn decode(name: &str, a: &[Bytes]) -> Option<Parsed<ServiceShape>> {
-    let mut a = Args::new(a);
-    let parsed = match name {
-        "limit.acquire" => acquire(&mut a),
-        "limit.release" => release(&mut a),
-        "limit.status" => status(&mut a),
-        "limit.policy" => policy(&mut a),
+pub(super) fn decode(name: &str, a: &mut Args) -> Option<Parsed<Shape>> {
+    Some(match name {
+        "limit.acquire" => acquire(a),
+        "limit.release" => release(a),
+        "limit.status" => status(a),
+        "limit.policy" => policy(a),
         _ => return None,
-    };
-    Some(parsed.map(|(r, s)| (r, ServiceShape::Limit(s))))
+    })
 }
 
 /// `LIMIT.ACQUIRE policy user order_id item qty [item qty ...]`.
@@ -42,20 +39,13 @@ fn acquire(a: &mut Args) -> Parsed<Shape> {
     let policy = a.text("the policy")?;
     let user = a.bytes()?;
     let order_id = a.text("the order id")?;
-    if a.is_empty() || !a.left().is_multiple_of(2) {
-        return Err(ArgError::Arity);
-    }
-    if a.left() / 2 > MAX_ORDER_ITEMS {
-        return Err(ArgError::Invalid(format!(
-            "an order has at most {MAX_ORDER_ITEMS} items"
-        )));
-    }
-    let mut items = Vec::with_capacity(a.left() / 2);
-    while !a.is_empty() {
-        let item = a.text("an item")?;
-        let qty = a.u64()?;
-        items.push(OrderItem { item, qty });
-    }
+    let item = |a: &mut Args| {
+        Ok(OrderItem {
+            item: a.text("an item")?,
+            qty: a.u64()?,
+        })
+    };
+    let items = a.pairs(MAX_ORDER_ITEMS, ("an order", "items"), item)?;
     let r = LimitAcquire {
         policy,
         user,
@@ -92,21 +82,14 @@ fn policy(a: &mut Args) -> Parsed<Shape> {
         b"SET" => policy_set(a),
         b"GET" => {
             let name = a.text("the policy")?;
-            if !a.is_empty() {
-                return Err(ArgError::Arity);
-            }
+            a.end()?;
             Ok((LimitPolicyGet { name }.into(), Shape::Policy))
         }
         b"LIST" => {
-            if !a.is_empty() {
-                return Err(ArgError::Arity);
-            }
+            a.end()?;
             Ok((LimitPolicyList {}.into(), Shape::Policies))
         }
-        _ => Err(ArgError::UnknownSubcommand(
-            String::from_utf8_lossy(&sub).into_owned(),
-            "SET, GET or LIST",
-        )),
+        _ => Err(ArgError::unknown_subcommand(&sub, "SET, GET or LIST")),
     }
 }
 
@@ -119,9 +102,7 @@ fn policy_set(a: &mut Args) -> Parsed<Shape> {
             b"RELAXED" => once(&mut relaxed, true)?,
             b"RULE" => {
                 if rules.len() == MAX_POLICY_RULES {
-                    return Err(ArgError::Invalid(format!(
-                        "a policy has at most {MAX_POLICY_RULES} rules"
-                    )));
+                    return Err(ArgError::at_most("a policy", MAX_POLICY_RULES, "rules"));
                 }
                 let rule = a.text("the rule")?;
                 let scope = match a.keyword()?.as_slice() {
@@ -308,7 +289,9 @@ fn policy_map(w: &mut Writer, p: &PolicyDef) {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{refused, run};
+    use super::super::ServiceShape;
     use super::*;
+    use bytes::Bytes;
     use rush_protocol::Request;
 
     #[test]

@@ -7,8 +7,7 @@
 //! (account, url). None of them is the CRC16 of one argument, so a cluster
 //! client is sent on by `MOVED`.
 
-use super::{once, ArgError, Args, Parsed, ServiceShape, Writer};
-use bytes::Bytes;
+use super::{once, ArgError, Args, Parsed, Writer};
 use rush_protocol::cmd::{
     AppLinkChange, LinkDelete, LinkInfo, LinkInfoReply, LinkResolve, LinkShorten, LinkUpdate,
     ResolveReply, ShortenReply,
@@ -27,27 +26,21 @@ pub enum Shape {
     Deleted,
 }
 
-pub(super) fn decode(name: &str, a: &[Bytes]) -> Option<Parsed<ServiceShape>> {
-    let mut a = Args::new(a);
-    let parsed = match name {
-        "link.shorten" => shorten(&mut a, false),
-        "link.alias" => shorten(&mut a, true),
-        "link.resolve" => {
-            one_code(&mut a).map(|code| (LinkResolve { code }.into(), Shape::Resolved))
-        }
-        "link.info" => one_code(&mut a).map(|code| (LinkInfo { code }.into(), Shape::Info)),
-        "link.update" => update(&mut a),
-        "link.delete" => one_code(&mut a).map(|code| (LinkDelete { code }.into(), Shape::Deleted)),
+pub(super) fn decode(name: &str, a: &mut Args) -> Option<Parsed<Shape>> {
+    Some(match name {
+        "link.shorten" => shorten(a, false),
+        "link.alias" => shorten(a, true),
+        "link.resolve" => one_code(a).map(|code| (LinkResolve { code }.into(), Shape::Resolved)),
+        "link.info" => one_code(a).map(|code| (LinkInfo { code }.into(), Shape::Info)),
+        "link.update" => update(a),
+        "link.delete" => one_code(a).map(|code| (LinkDelete { code }.into(), Shape::Deleted)),
         _ => return None,
-    };
-    Some(parsed.map(|(r, s)| (r, ServiceShape::Link(s))))
+    })
 }
 
 fn one_code(a: &mut Args) -> Result<String, ArgError> {
     let code = a.text("the code")?;
-    if !a.is_empty() {
-        return Err(ArgError::Arity);
-    }
+    a.end()?;
     Ok(code)
 }
 
@@ -232,7 +225,9 @@ fn redirect(permanent: bool) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{refused, run};
+    use super::super::ServiceShape;
     use super::*;
+    use bytes::Bytes;
     use rush_protocol::Request;
 
     fn shorten_of(line: &str) -> LinkShorten {

@@ -40,11 +40,12 @@ pub enum ServiceShape {
 /// command table already.
 pub fn decode(name: &str, args: &[Bytes]) -> Option<Decoded> {
     let (family, _) = name.split_once('.')?;
+    let mut a = Args::new(args);
     let decoded = match family {
-        "link" => links::decode(name, args)?,
-        "limit" => limits::decode(name, args)?,
-        "catalog" => catalog::decode(name, args)?,
-        "envelope" => envelopes::decode(name, args)?,
+        "link" => in_family(links::decode(name, &mut a)?, ServiceShape::Link),
+        "limit" => in_family(limits::decode(name, &mut a)?, ServiceShape::Limit),
+        "catalog" => in_family(catalog::decode(name, &mut a)?, ServiceShape::Catalog),
+        "envelope" => in_family(envelopes::decode(name, &mut a)?, ServiceShape::Envelope),
         _ => return None,
     };
     Some(match decoded {
@@ -72,6 +73,11 @@ pub fn render(
 /// What one family's decoder makes of a command.
 type Parsed<S> = Result<(Request, S), ArgError>;
 
+/// A family's answer shape as a [`ServiceShape`].
+fn in_family<S>(parsed: Parsed<S>, shape: fn(S) -> ServiceShape) -> Parsed<ServiceShape> {
+    parsed.map(|(request, s)| (request, shape(s)))
+}
+
 /// Why a command's arguments are refused, before anything is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArgError {
@@ -90,6 +96,16 @@ pub enum ArgError {
 }
 
 impl ArgError {
+    /// `sub` is none of the subcommands `hint` names.
+    fn unknown_subcommand(sub: &[u8], hint: &'static str) -> Self {
+        ArgError::UnknownSubcommand(String::from_utf8_lossy(sub).into_owned(), hint)
+    }
+
+    /// More than `max` of something: "`holder` has at most `max` `items`".
+    fn at_most(holder: &str, max: usize, items: &str) -> Self {
+        ArgError::Invalid(format!("{holder} has at most {max} {items}"))
+    }
+
     /// The error line (Redis's wording where Redis has one).
     pub fn line(&self, command: &str) -> String {
         match self {
@@ -125,6 +141,37 @@ impl<'a> Args<'a> {
 
     fn left(&self) -> usize {
         self.args.len().saturating_sub(self.at)
+    }
+
+    /// Nothing may follow.
+    fn end(&self) -> Result<(), ArgError> {
+        if self.is_empty() {
+            Ok(())
+        } else {
+            Err(ArgError::Arity)
+        }
+    }
+
+    /// The rest of the arguments, two at a time, each pair read by `pair`:
+    /// at least one pair, and no more than `max` ([`ArgError::at_most`] says
+    /// so with `holder` and `items`).
+    fn pairs<T>(
+        &mut self,
+        max: usize,
+        (holder, items): (&str, &str),
+        mut pair: impl FnMut(&mut Self) -> Result<T, ArgError>,
+    ) -> Result<Vec<T>, ArgError> {
+        if self.is_empty() || !self.left().is_multiple_of(2) {
+            return Err(ArgError::Arity);
+        }
+        if self.left() / 2 > max {
+            return Err(ArgError::at_most(holder, max, items));
+        }
+        let mut pairs = Vec::with_capacity(self.left() / 2);
+        while !self.is_empty() {
+            pairs.push(pair(self)?);
+        }
+        Ok(pairs)
     }
 
     /// The next argument as it came.

@@ -172,58 +172,46 @@ pub(super) fn render(w: &mut Writer, shape: &Shape, result: Result<Reply, RushEr
     }
 }
 
-/// The order's verdict: the same ten fields, allowed or not.
 fn acquired(w: &mut Writer, r: &AcquireReply) {
     // The rule with the least room left speaks for the order.
     let tightest = r.allowances.iter().min_by_key(|a| a.remaining());
-    w.map(10);
-    w.field("allowed");
-    w.flag(true);
-    w.field("replayed");
-    w.flag(r.replayed);
-    w.field("released");
-    w.flag(r.released);
-    w.field("rule");
-    w.bulk(tightest.map_or("", |a| a.rule.as_str()).as_bytes());
-    w.field("item");
-    w.bulk(tightest.map_or("", |a| a.item.as_str()).as_bytes());
-    w.field("count");
-    w.u64(tightest.map_or(0, |a| a.count));
-    w.field("limit");
-    w.u64(tightest.map_or(0, |a| a.limit));
-    w.field("remaining");
-    w.u64(tightest.map_or(0, Allowance::remaining));
-    w.field("resets_at_ms");
-    w.u64(tightest.map_or(0, |a| a.resets_at_ms));
-    w.field("allowances");
-    allowances(w, &r.allowances);
+    verdict(w, true, r.replayed, r.released, tightest, &r.allowances);
 }
 
 /// LIMITED: nothing was counted; the rule that said no.
 fn denied(w: &mut Writer, d: &LimitDenial) {
+    let said_no = Allowance {
+        rule: d.rule.clone(),
+        item: d.item.clone(),
+        // What the rule had counted before this order.
+        count: d.current,
+        limit: d.limit,
+        // A denial does not say when the rule's count drops: LIMIT.STATUS does.
+        resets_at_ms: 0,
+    };
+    verdict(w, false, false, false, Some(&said_no), &[]);
+}
+
+/// The order's verdict: the same ten fields, allowed or not, with the
+/// standing of the rule that speaks for the order.
+fn verdict(
+    w: &mut Writer,
+    allowed: bool,
+    replayed: bool,
+    released: bool,
+    rule: Option<&Allowance>,
+    list: &[Allowance],
+) {
     w.map(10);
     w.field("allowed");
-    w.flag(false);
+    w.flag(allowed);
     w.field("replayed");
-    w.flag(false);
+    w.flag(replayed);
     w.field("released");
-    w.flag(false);
-    w.field("rule");
-    w.bulk(d.rule.as_bytes());
-    w.field("item");
-    w.bulk(d.item.as_bytes());
-    // What the rule had counted before this order.
-    w.field("count");
-    w.u64(d.current);
-    w.field("limit");
-    w.u64(d.limit);
-    w.field("remaining");
-    w.u64(d.limit.saturating_sub(d.current));
-    // A denial does not say when the rule's count drops: LIMIT.STATUS does.
-    w.field("resets_at_ms");
-    w.u64(0);
+    w.flag(released);
+    standing(w, rule);
     w.field("allowances");
-    w.array(0);
+    allowances(w, list);
 }
 
 fn released(w: &mut Writer, r: &ReleaseReply) {
@@ -250,19 +238,24 @@ fn allowances(w: &mut Writer, list: &[Allowance]) {
     w.array(list.len());
     for a in list {
         w.map(6);
-        w.field("rule");
-        w.bulk(a.rule.as_bytes());
-        w.field("item");
-        w.bulk(a.item.as_bytes());
-        w.field("count");
-        w.u64(a.count);
-        w.field("limit");
-        w.u64(a.limit);
-        w.field("remaining");
-        w.u64(a.remaining());
-        w.field("resets_at_ms");
-        w.u64(a.resets_at_ms);
+        standing(w, Some(a));
     }
+}
+
+/// One rule's six fields (empty and zero for no rule).
+fn standing(w: &mut Writer, a: Option<&Allowance>) {
+    w.field("rule");
+    w.bulk(a.map_or("", |a| a.rule.as_str()).as_bytes());
+    w.field("item");
+    w.bulk(a.map_or("", |a| a.item.as_str()).as_bytes());
+    w.field("count");
+    w.u64(a.map_or(0, |a| a.count));
+    w.field("limit");
+    w.u64(a.map_or(0, |a| a.limit));
+    w.field("remaining");
+    w.u64(a.map_or(0, Allowance::remaining));
+    w.field("resets_at_ms");
+    w.u64(a.map_or(0, |a| a.resets_at_ms));
 }
 
 fn policy_map(w: &mut Writer, p: &PolicyDef) {

@@ -156,20 +156,15 @@ fn info(w: &mut Writer, i: &EnvelopeInfoReply) {
     w.bulk(i.mode.name().as_bytes());
     w.field("state");
     w.bulk(i.state.name().as_bytes());
-    w.field("total_cents");
-    w.u64(i.total_cents);
-    w.field("remaining_cents");
-    w.u64(i.remaining_cents);
-    w.field("refunded_cents");
-    w.u64(i.refunded_cents);
-    w.field("count");
-    w.u64(u64::from(i.count));
-    w.field("grabbed");
-    w.u64(u64::from(i.grabbed));
-    w.field("created_at_ms");
-    w.u64(i.created_at_ms);
-    w.field("expires_at_ms");
-    w.u64(i.expires_at_ms);
+    w.u64_fields(&[
+        ("total_cents", i.total_cents),
+        ("remaining_cents", i.remaining_cents),
+        ("refunded_cents", i.refunded_cents),
+        ("count", u64::from(i.count)),
+        ("grabbed", u64::from(i.grabbed)),
+        ("created_at_ms", i.created_at_ms),
+        ("expires_at_ms", i.expires_at_ms),
+    ]);
     w.field("grabs");
     w.array(i.grabs.len());
     for g in &i.grabs {
@@ -210,18 +205,14 @@ fn audit(w: &mut Writer, a: &EnvelopeAuditReply) {
     w.map(8);
     w.field("ok");
     w.flag(a.ok());
-    w.field("envelopes");
-    w.u64(a.envelopes);
-    w.field("grabs");
-    w.u64(a.grabs);
-    w.field("open");
-    w.u64(a.open);
-    w.field("in_flight_cents");
-    w.u64(a.in_flight_cents);
-    w.field("refunded");
-    w.u64(a.refunded);
-    w.field("problem_count");
-    w.u64(a.problem_count);
+    w.u64_fields(&[
+        ("envelopes", a.envelopes),
+        ("grabs", a.grabs),
+        ("open", a.open),
+        ("in_flight_cents", a.in_flight_cents),
+        ("refunded", a.refunded),
+        ("problem_count", a.problem_count),
+    ]);
     w.field("problems");
     w.array(a.problems.len());
     for p in &a.problems {

@@ -257,6 +257,14 @@ impl Writer<'_> {
         write::bulk(self.out, name.as_bytes());
     }
 
+    /// Fields whose values are all [`Self::u64`]s, in order.
+    fn u64_fields(&mut self, fields: &[(&str, u64)]) {
+        for &(name, v) in fields {
+            self.field(name);
+            self.u64(v);
+        }
+    }
+
     fn int(&mut self, v: i64) {
         write::integer(self.out, v);
     }

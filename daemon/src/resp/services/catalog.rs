@@ -8,7 +8,7 @@
 //! as in the binary protocol: `CATALOG.ALIAS GET`, then `CATALOG.QUERY` on
 //! the owner (the daemon never waits on another shard for a command).
 
-use super::{once, ArgError, Args, Parsed, Writer};
+use super::{once, ArgError, Args, Parsed, Value, Writer};
 use rush_protocol::cmd::{
     CatalogAliasDel, CatalogAliasSet, CatalogDelete, CatalogFilter, CatalogPut, CatalogQuery,
     CatalogResolve, CatalogShed, Record, ShedMode,
@@ -162,13 +162,13 @@ pub(super) fn render(w: &mut Writer, shape: &Shape, result: Result<Reply, RushEr
 }
 
 fn record(w: &mut Writer, r: &Record) {
-    w.map(4);
-    w.field("id");
-    w.bulk(&r.id);
-    w.field("valid_from_ms");
-    w.opt_u64(r.valid_from);
-    w.field("valid_until_ms");
-    w.opt_u64(r.valid_to);
+    let fields = [
+        ("id", Value::Bulk(&r.id)),
+        ("valid_from_ms", Value::OptU64(r.valid_from)),
+        ("valid_until_ms", Value::OptU64(r.valid_to)),
+    ];
+    w.map(fields.len() + 1);
+    w.fields(&fields);
     w.field("attributes");
     w.map(r.attributes.len());
     for (name, value) in &r.attributes {

@@ -7,7 +7,7 @@
 //! CRC16 of the id: `GRAB` and `INFO` declare no key and rely on `MOVED`.
 //! The refund stream and the audit are the node's (every shard's).
 
-use super::{once, ArgError, Args, Parsed, Writer};
+use super::{once, ArgError, Args, Parsed, Value, Writer};
 use rush_protocol::cmd::{
     EnvelopeAudit, EnvelopeAuditReply, EnvelopeCreate, EnvelopeGrab, EnvelopeInfo,
     EnvelopeInfoReply, EnvelopeMode, EnvelopeRefunds, EnvelopeRefundsAck, EnvelopeRefundsReply,
@@ -112,13 +112,10 @@ fn refunds(a: &mut Args) -> Parsed<Shape> {
 
 pub(super) fn render(w: &mut Writer, shape: &Shape, result: Result<Reply, RushError>) {
     match (shape, result) {
-        (Shape::Created, Ok(Reply::EnvelopeCreate(c))) => {
-            w.map(2);
-            w.field("id");
-            w.u64(c.id);
-            w.field("expires_at_ms");
-            w.u64(c.expires_at_ms);
-        }
+        (Shape::Created, Ok(Reply::EnvelopeCreate(c))) => w.record(&[
+            ("id", Value::U64(c.id)),
+            ("expires_at_ms", Value::U64(c.expires_at_ms)),
+        ]),
         (Shape::Grabbed, Ok(Reply::EnvelopeGrab(g))) => grab(w, g.amount_cents, g.repeated, ""),
         // No share for this user: a reply, not an error.
         (Shape::Grabbed, Err(e)) if e.code == ErrorCode::Empty => grab(w, 0, false, "empty"),
@@ -135,46 +132,38 @@ pub(super) fn render(w: &mut Writer, shape: &Shape, result: Result<Reply, RushEr
 
 /// The same four fields whether the user got a share or not.
 fn grab(w: &mut Writer, amount_cents: u64, repeated: bool, denied: &str) {
-    w.map(4);
-    w.field("grabbed");
-    w.flag(denied.is_empty());
-    w.field("amount_cents");
-    w.u64(amount_cents);
-    w.field("repeated");
-    w.flag(repeated);
-    w.field("reason");
-    w.bulk(denied.as_bytes());
+    w.record(&[
+        ("grabbed", Value::Flag(denied.is_empty())),
+        ("amount_cents", Value::U64(amount_cents)),
+        ("repeated", Value::Flag(repeated)),
+        ("reason", Value::Bulk(denied.as_bytes())),
+    ]);
 }
 
 fn info(w: &mut Writer, i: &EnvelopeInfoReply) {
-    w.map(12);
-    w.field("id");
-    w.u64(i.id);
-    w.field("sender");
-    w.bulk(&i.sender);
-    w.field("mode");
-    w.bulk(i.mode.name().as_bytes());
-    w.field("state");
-    w.bulk(i.state.name().as_bytes());
-    w.u64_fields(&[
-        ("total_cents", i.total_cents),
-        ("remaining_cents", i.remaining_cents),
-        ("refunded_cents", i.refunded_cents),
-        ("count", u64::from(i.count)),
-        ("grabbed", u64::from(i.grabbed)),
-        ("created_at_ms", i.created_at_ms),
-        ("expires_at_ms", i.expires_at_ms),
-    ]);
+    let fields = [
+        ("id", Value::U64(i.id)),
+        ("sender", Value::Bulk(&i.sender)),
+        ("mode", Value::Bulk(i.mode.name().as_bytes())),
+        ("state", Value::Bulk(i.state.name().as_bytes())),
+        ("total_cents", Value::U64(i.total_cents)),
+        ("remaining_cents", Value::U64(i.remaining_cents)),
+        ("refunded_cents", Value::U64(i.refunded_cents)),
+        ("count", Value::U64(u64::from(i.count))),
+        ("grabbed", Value::U64(u64::from(i.grabbed))),
+        ("created_at_ms", Value::U64(i.created_at_ms)),
+        ("expires_at_ms", Value::U64(i.expires_at_ms)),
+    ];
+    w.map(fields.len() + 1);
+    w.fields(&fields);
     w.field("grabs");
     w.array(i.grabs.len());
     for g in &i.grabs {
-        w.map(3);
-        w.field("user");
-        w.bulk(&g.user);
-        w.field("amount_cents");
-        w.u64(g.amount_cents);
-        w.field("at_ms");
-        w.u64(g.at_ms);
+        w.record(&[
+            ("user", Value::Bulk(&g.user)),
+            ("amount_cents", Value::U64(g.amount_cents)),
+            ("at_ms", Value::U64(g.at_ms)),
+        ]);
     }
 }
 
@@ -183,17 +172,13 @@ fn refund_page(w: &mut Writer, r: &EnvelopeRefundsReply) {
     w.field("refunds");
     w.array(r.refunds.len());
     for f in &r.refunds {
-        w.map(5);
-        w.field("envelope_id");
-        w.u64(f.envelope_id());
-        w.field("cursor");
-        w.bulk(f.cursor.to_string().as_bytes());
-        w.field("sender");
-        w.bulk(&f.sender);
-        w.field("amount_cents");
-        w.u64(f.amount_cents);
-        w.field("refunded_at_ms");
-        w.u64(f.refunded_at_ms);
+        w.record(&[
+            ("envelope_id", Value::U64(f.envelope_id())),
+            ("cursor", Value::Bulk(f.cursor.to_string().as_bytes())),
+            ("sender", Value::Bulk(&f.sender)),
+            ("amount_cents", Value::U64(f.amount_cents)),
+            ("refunded_at_ms", Value::U64(f.refunded_at_ms)),
+        ]);
     }
     w.field("next");
     w.bulk(r.next.to_string().as_bytes());
@@ -202,17 +187,17 @@ fn refund_page(w: &mut Writer, r: &EnvelopeRefundsReply) {
 }
 
 fn audit(w: &mut Writer, a: &EnvelopeAuditReply) {
-    w.map(8);
-    w.field("ok");
-    w.flag(a.ok());
-    w.u64_fields(&[
-        ("envelopes", a.envelopes),
-        ("grabs", a.grabs),
-        ("open", a.open),
-        ("in_flight_cents", a.in_flight_cents),
-        ("refunded", a.refunded),
-        ("problem_count", a.problem_count),
-    ]);
+    let fields = [
+        ("ok", Value::Flag(a.ok())),
+        ("envelopes", Value::U64(a.envelopes)),
+        ("grabs", Value::U64(a.grabs)),
+        ("open", Value::U64(a.open)),
+        ("in_flight_cents", Value::U64(a.in_flight_cents)),
+        ("refunded", Value::U64(a.refunded)),
+        ("problem_count", Value::U64(a.problem_count)),
+    ];
+    w.map(fields.len() + 1);
+    w.fields(&fields);
     w.field("problems");
     w.array(a.problems.len());
     for p in &a.problems {

@@ -5,7 +5,7 @@
 //! the counts live), so cluster clients route these exactly. Policies are
 //! the node's, on every shard: `LIMIT.POLICY` declares no key.
 
-use super::{once, ArgError, Args, Parsed, Writer};
+use super::{once, ArgError, Args, Parsed, Value, Writer};
 use rush_protocol::cmd::{
     AcquireReply, Allowance, LimitAcquire, LimitPolicyGet, LimitPolicyList, LimitPolicySet,
     LimitRelease, LimitStatus, OrderItem, PolicyDef, ReleaseReply, Rule, Scope, StatusReply,
@@ -244,18 +244,20 @@ fn allowances(w: &mut Writer, list: &[Allowance]) {
 
 /// One rule's six fields (empty and zero for no rule).
 fn standing(w: &mut Writer, a: Option<&Allowance>) {
-    w.field("rule");
-    w.bulk(a.map_or("", |a| a.rule.as_str()).as_bytes());
-    w.field("item");
-    w.bulk(a.map_or("", |a| a.item.as_str()).as_bytes());
-    w.field("count");
-    w.u64(a.map_or(0, |a| a.count));
-    w.field("limit");
-    w.u64(a.map_or(0, |a| a.limit));
-    w.field("remaining");
-    w.u64(a.map_or(0, Allowance::remaining));
-    w.field("resets_at_ms");
-    w.u64(a.map_or(0, |a| a.resets_at_ms));
+    w.fields(&[
+        (
+            "rule",
+            Value::Bulk(a.map_or("", |a| a.rule.as_str()).as_bytes()),
+        ),
+        (
+            "item",
+            Value::Bulk(a.map_or("", |a| a.item.as_str()).as_bytes()),
+        ),
+        ("count", Value::U64(a.map_or(0, |a| a.count))),
+        ("limit", Value::U64(a.map_or(0, |a| a.limit))),
+        ("remaining", Value::U64(a.map_or(0, Allowance::remaining))),
+        ("resets_at_ms", Value::U64(a.map_or(0, |a| a.resets_at_ms))),
+    ]);
 }
 
 fn policy_map(w: &mut Writer, p: &PolicyDef) {
@@ -267,15 +269,12 @@ fn policy_map(w: &mut Writer, p: &PolicyDef) {
     w.field("rules");
     w.array(p.rules.len());
     for r in &p.rules {
-        w.map(4);
-        w.field("name");
-        w.bulk(r.name.as_bytes());
-        w.field("scope");
-        w.bulk(r.scope.to_string().as_bytes());
-        w.field("max");
-        w.u64(r.max);
-        w.field("window");
-        w.bulk(r.window.to_string().as_bytes());
+        w.record(&[
+            ("name", Value::Bulk(r.name.as_bytes())),
+            ("scope", Value::Bulk(r.scope.to_string().as_bytes())),
+            ("max", Value::U64(r.max)),
+            ("window", Value::Bulk(r.window.to_string().as_bytes())),
+        ]);
     }
 }
 

@@ -232,6 +232,17 @@ fn parse_u64(b: &[u8]) -> Option<u64> {
     std::str::from_utf8(b).ok()?.parse().ok()
 }
 
+/// A field's value in a reply map, as [`Writer`] writes it.
+#[derive(Clone, Copy)]
+enum Value<'a> {
+    Bulk(&'a [u8]),
+    OptBulk(Option<&'a [u8]>),
+    U64(u64),
+    OptU64(Option<u64>),
+    Int(i64),
+    Flag(bool),
+}
+
 /// Writes one reply in the connection's protocol version.
 struct Writer<'a> {
     out: &'a mut BytesMut,
@@ -257,11 +268,25 @@ impl Writer<'_> {
         write::bulk(self.out, name.as_bytes());
     }
 
-    /// Fields whose values are all [`Self::u64`]s, in order.
-    fn u64_fields(&mut self, fields: &[(&str, u64)]) {
-        for &(name, v) in fields {
+    /// A map of these fields, in order: its size is theirs.
+    fn record(&mut self, fields: &[(&str, Value)]) {
+        self.map(fields.len());
+        self.fields(fields);
+    }
+
+    /// These fields, in order, inside a map the caller sized (fields with
+    /// nested values follow them).
+    fn fields(&mut self, fields: &[(&str, Value)]) {
+        for (name, v) in fields {
             self.field(name);
-            self.u64(v);
+            match *v {
+                Value::Bulk(v) => self.bulk(v),
+                Value::OptBulk(v) => self.opt_bulk(v),
+                Value::U64(v) => self.u64(v),
+                Value::OptU64(v) => self.opt_u64(v),
+                Value::Int(v) => self.int(v),
+                Value::Flag(v) => self.flag(v),
+            }
         }
     }
 

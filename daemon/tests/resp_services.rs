@@ -447,19 +447,18 @@ async fn limits_answer_and_deny_in_their_shapes() {
             .any(|p| Fields::of(p, resp3).text("name") == policy));
 
         let user = format!("{{{p}}}amy");
+        let order = [
+            "LIMIT.ACQUIRE",
+            &policy,
+            &user,
+            "o1",
+            "sku-1",
+            "2",
+            "sku-2",
+            "1",
+        ];
         let before = node.clock.now_ms();
-        let ok = c
-            .fields(&[
-                "LIMIT.ACQUIRE",
-                &policy,
-                &user,
-                "o1",
-                "sku-1",
-                "2",
-                "sku-2",
-                "1",
-            ])
-            .await;
+        let ok = c.fields(&order).await;
         assert_eq!(
             ok.names(),
             [
@@ -527,18 +526,7 @@ async fn limits_answer_and_deny_in_their_shapes() {
                 ("all".to_string(), String::new(), 3, 0),
             ]
         );
-        let replay = c
-            .fields(&[
-                "LIMIT.ACQUIRE",
-                &policy,
-                &user,
-                "o1",
-                "sku-1",
-                "2",
-                "sku-2",
-                "1",
-            ])
-            .await;
+        let replay = c.fields(&order).await;
         assert_eq!((replay.int("allowed"), replay.int("replayed")), (1, 1));
 
         // Over the total: a denial is a reply with the same fields.

@@ -7,7 +7,7 @@ mod common;
 use common::TestNode;
 use rush_client::protocol::cmd::{
     envelope_day, envelope_id, envelope_slot, EnvelopeAuditReply, EnvelopeCreate, EnvelopeMode,
-    EnvelopeState, RefundCursor,
+    EnvelopeRefundsReply, EnvelopeState, RefundCursor,
 };
 use rush_client::protocol::ErrorCode;
 use rush_client::{Client, ClientError};
@@ -52,6 +52,19 @@ fn stored_keys(node: &TestNode) -> usize {
     (0..storage.shards())
         .map(|s| storage.count_raw(s, &[], &[0xff, 0xff, 0xff]).unwrap())
         .sum()
+}
+
+/// The refund stream from its start: up to 100 refunds.
+async fn refunds_from_start(c: &Client) -> EnvelopeRefundsReply {
+    c.envelope_refunds(RefundCursor::START, 100).await.unwrap()
+}
+
+/// The node's metrics must hold every one of `lines` (a metric and its value).
+async fn assert_metrics(node: &TestNode, lines: &[&str]) {
+    let body = node.metrics().await;
+    for line in lines {
+        assert!(body.contains(line), "no {line:?} in {body}");
+    }
 }
 
 fn code(e: &ClientError) -> Option<ErrorCode> {
@@ -305,12 +318,14 @@ async fn two_thousand_grabbers_get_exactly_one_hundred_shares() {
             Some(&g.amount_cents)
         );
     }
-    let body = node.metrics().await;
-    assert!(
-        body.contains("rush_envelope_grabs_total{outcome=\"ok\"} 100"),
-        "{body}"
-    );
-    assert!(body.contains("rush_envelope_in_flight_cents 0"));
+    assert_metrics(
+        &node,
+        &[
+            "rush_envelope_grabs_total{outcome=\"ok\"} 100",
+            "rush_envelope_in_flight_cents 0",
+        ],
+    )
+    .await;
     audit_and_stop(node).await;
 }
 
@@ -355,10 +370,8 @@ async fn grabs_beyond_the_queue_cap_are_busy() {
         info.total_cents - info.remaining_cents,
         info.grabs.iter().map(|g| g.amount_cents).sum::<u64>()
     );
-    let body = node.metrics().await;
-    assert!(body.contains(&format!(
-        "rush_envelope_grabs_total{{outcome=\"busy\"}} {busy}"
-    )));
+    let line = format!("rush_envelope_grabs_total{{outcome=\"busy\"}} {busy}");
+    assert_metrics(&node, &[&line]).await;
     audit_and_stop(node).await;
 }
 
@@ -376,14 +389,9 @@ async fn expiry_writes_exactly_one_refund_of_the_rest() {
     c.envelope_grab(full, "a").await.unwrap();
     c.envelope_grab(full, "b").await.unwrap();
 
-    assert!(c
-        .envelope_refunds(RefundCursor::START, 100)
-        .await
-        .unwrap()
-        .refunds
-        .is_empty());
+    assert!(refunds_from_start(c).await.refunds.is_empty());
     c.clock_advance(HOUR * 2).await.unwrap();
-    let page = c.envelope_refunds(RefundCursor::START, 100).await.unwrap();
+    let page = refunds_from_start(c).await;
     assert_eq!(page.refunds.len(), 1, "{page:?}");
     let r = &page.refunds[0];
     assert_eq!(r.envelope_id(), id);
@@ -407,7 +415,7 @@ async fn expiry_writes_exactly_one_refund_of_the_rest() {
     node.restart().await;
     let c = &node.client;
     c.clock_advance(DAY).await.unwrap();
-    let page = c.envelope_refunds(RefundCursor::START, 100).await.unwrap();
+    let page = refunds_from_start(c).await;
     assert_eq!(page.refunds.len(), 1);
     let a = audit_and_stop(node).await;
     assert_eq!((a.refunded, a.open, a.in_flight_cents), (1, 0, 0));
@@ -472,7 +480,7 @@ async fn the_refund_stream_resumes_from_the_acknowledged_cursor() {
     // Both crash; the stream resumes after the acknowledged cursor.
     node.restart().await;
     let c = &node.client;
-    let p2 = c.envelope_refunds(RefundCursor::START, 100).await.unwrap();
+    let p2 = refunds_from_start(c).await;
     assert_eq!(p2.refunds.len(), 4);
     assert!(!p2.more);
     assert!(p2.refunds.iter().all(|r| r.cursor > p1.next));
@@ -504,12 +512,7 @@ async fn the_refund_stream_resumes_from_the_acknowledged_cursor() {
         .refunds
         .is_empty());
     assert_eq!(c.envelope_refunds_ack(p2.next).await.unwrap(), 4);
-    assert!(c
-        .envelope_refunds(RefundCursor::START, 100)
-        .await
-        .unwrap()
-        .refunds
-        .is_empty());
+    assert!(refunds_from_start(c).await.refunds.is_empty());
     // A cursor the stream never handed out is refused.
     let future = RefundCursor {
         stamp: u64::MAX - 1,
@@ -519,11 +522,7 @@ async fn the_refund_stream_resumes_from_the_acknowledged_cursor() {
     assert_eq!(code(&e), Some(ErrorCode::BadRequest), "{e}");
     let e = c.envelope_refunds_ack(future).await.unwrap_err();
     assert_eq!(code(&e), Some(ErrorCode::BadRequest), "{e}");
-    let body = node.metrics().await;
-    assert!(
-        body.contains("rush_envelope_refunds_acked_total 4"),
-        "{body}"
-    );
+    assert_metrics(&node, &["rush_envelope_refunds_acked_total 4"]).await;
     audit_and_stop(node).await;
 }
 
@@ -536,7 +535,7 @@ async fn refunds_written_after_a_read_sort_after_its_cursor() {
     late.expires_in_ms = 3 * HOUR.as_millis() as u64;
     let late = c.envelope_create(late).await.unwrap().id;
     c.clock_advance(HOUR * 2).await.unwrap();
-    let p = c.envelope_refunds(RefundCursor::START, 100).await.unwrap();
+    let p = refunds_from_start(c).await;
     assert_eq!(p.refunds.len(), 1);
     assert_eq!(p.refunds[0].envelope_id(), early);
     // The later refund lands after the cursor the read handed out.
@@ -603,10 +602,10 @@ async fn retention_removes_old_days_and_keeps_newer_ones_in_the_same_bucket() {
     let bucket = rush_daemon::storage::keys::envelope::day_start(slot, old_bucket);
     let end = rush_daemon::storage::keys::envelope::day_id_end(slot, old_bucket);
     assert_eq!(storage.count_raw(shard, &bucket, &end).unwrap(), 1);
-    let body = node.metrics().await;
-    assert!(
-        body.contains("rush_envelope_retention_day_buckets_removed_total 1"),
-        "{body}"
-    );
+    assert_metrics(
+        &node,
+        &["rush_envelope_retention_day_buckets_removed_total 1"],
+    )
+    .await;
     node.stop().await;
 }

@@ -232,6 +232,15 @@ impl Conn {
     }
 }
 
+/// `body` once on a RESP2 connection and once on a RESP3 one (`resp3`), with
+/// a prefix (`r2`, `r3`) that keeps each run's keys apart.
+async fn in_both_protocols(node: &TestNode, mut body: impl AsyncFnMut(Conn, bool, &str)) {
+    for resp3 in [false, true] {
+        let p = if resp3 { "r3" } else { "r2" };
+        body(Conn::open(resp_addr(node), resp3).await, resp3, p).await;
+    }
+}
+
 /// `at` is `plus_ms` after a moment between `from_ms` (read before the
 /// command was sent) and `to_ms` (after its reply). A pass that started
 /// just before the command was sent may read it: a second of slack below.
@@ -246,10 +255,7 @@ fn within(at: i64, from_ms: u64, to_ms: u64, plus_ms: u64) {
 #[tokio::test]
 async fn links_answer_in_their_shapes() {
     let node = start().await;
-    let addr = resp_addr(&node);
-    for resp3 in [false, true] {
-        let p = if resp3 { "r3" } else { "r2" };
-        let mut c = Conn::open(addr, resp3).await;
+    in_both_protocols(&node, async |mut c, resp3, p| {
         let url = format!("https://e.com/{p}/a");
 
         let before = node.clock.now_ms();
@@ -380,17 +386,15 @@ async fn links_answer_in_their_shapes() {
         assert!(e.error().starts_with("ERR "), "{e:?}");
         let e = c.call(&["LINK.ALIAS", "no spaces", "https://e.com/"]).await;
         assert!(e.error().starts_with("ERR invalid alias"), "{e:?}");
-    }
+    })
+    .await;
     node.stop().await;
 }
 
 #[tokio::test]
 async fn limits_answer_and_deny_in_their_shapes() {
     let node = start().await;
-    let addr = resp_addr(&node);
-    for resp3 in [false, true] {
-        let p = if resp3 { "r3" } else { "r2" };
-        let mut c = Conn::open(addr, resp3).await;
+    in_both_protocols(&node, async |mut c, resp3, p| {
         let policy = format!("{p}-hourly");
         let set = c
             .fields(&[
@@ -443,19 +447,18 @@ async fn limits_answer_and_deny_in_their_shapes() {
             .any(|p| Fields::of(p, resp3).text("name") == policy));
 
         let user = format!("{{{p}}}amy");
+        let order = [
+            "LIMIT.ACQUIRE",
+            &policy,
+            &user,
+            "o1",
+            "sku-1",
+            "2",
+            "sku-2",
+            "1",
+        ];
         let before = node.clock.now_ms();
-        let ok = c
-            .fields(&[
-                "LIMIT.ACQUIRE",
-                &policy,
-                &user,
-                "o1",
-                "sku-1",
-                "2",
-                "sku-2",
-                "1",
-            ])
-            .await;
+        let ok = c.fields(&order).await;
         assert_eq!(
             ok.names(),
             [
@@ -523,18 +526,7 @@ async fn limits_answer_and_deny_in_their_shapes() {
                 ("all".to_string(), String::new(), 3, 0),
             ]
         );
-        let replay = c
-            .fields(&[
-                "LIMIT.ACQUIRE",
-                &policy,
-                &user,
-                "o1",
-                "sku-1",
-                "2",
-                "sku-2",
-                "1",
-            ])
-            .await;
+        let replay = c.fields(&order).await;
         assert_eq!((replay.int("allowed"), replay.int("replayed")), (1, 1));
 
         // Over the total: a denial is a reply with the same fields.
@@ -648,11 +640,12 @@ async fn limits_answer_and_deny_in_their_shapes() {
             e.error().starts_with("ERR unknown subcommand 'PURGE'"),
             "{e:?}"
         );
-    }
+    })
+    .await;
     // A policy made over RESP is the binary protocol's too.
     let binary = common::limit_policy("bin", &[("each", Scope::Item, 1, "day")]);
     node.client.limit_policy_set(binary).await.unwrap();
-    let mut c = Conn::open(addr, false).await;
+    let mut c = Conn::open(resp_addr(&node), false).await;
     let a = c
         .fields(&["LIMIT.ACQUIRE", "bin", "u", "o", "x", "2"])
         .await;
@@ -666,10 +659,7 @@ async fn limits_answer_and_deny_in_their_shapes() {
 #[tokio::test]
 async fn catalog_answers_in_its_shapes() {
     let node = start().await;
-    let addr = resp_addr(&node);
-    for resp3 in [false, true] {
-        let p = if resp3 { "r3" } else { "r2" };
-        let mut c = Conn::open(addr, resp3).await;
+    in_both_protocols(&node, async |mut c, resp3, p| {
         let owner = format!("{p}:m1");
         let put: [&str; 12] = [
             "CATALOG.PUT",
@@ -790,17 +780,15 @@ async fn catalog_answers_in_its_shapes() {
             e.error().starts_with("ERR unknown subcommand 'RENAME'"),
             "{e:?}"
         );
-    }
+    })
+    .await;
     node.stop().await;
 }
 
 #[tokio::test]
 async fn envelopes_answer_deny_and_expire_in_their_shapes() {
     let node = start().await;
-    let addr = resp_addr(&node);
-    for resp3 in [false, true] {
-        let p = if resp3 { "r3" } else { "r2" };
-        let mut c = Conn::open(addr, resp3).await;
+    in_both_protocols(&node, async |mut c, resp3, p| {
         let sender = format!("{p}-bob");
         let before = node.clock.now_ms();
         let made = c
@@ -994,7 +982,8 @@ async fn envelopes_answer_deny_and_expire_in_their_shapes() {
         assert_eq!(e.error(), "ERR value is not an integer or out of range");
         let e = c.call(&["ENVELOPE.ACK", "soon"]).await;
         assert!(e.error().contains("is not a refund cursor"), "{e:?}");
-    }
+    })
+    .await;
     node.stop().await;
 }
 

@@ -8,8 +8,7 @@
 //! as in the binary protocol: `CATALOG.ALIAS GET`, then `CATALOG.QUERY` on
 //! the owner (the daemon never waits on another shard for a command).
 
-use super::{once, ArgError, Args, Parsed, ServiceShape, Writer};
-use bytes::Bytes;
+use super::{once, ArgError, Args, Parsed, Value, Writer};
 use rush_protocol::cmd::{
     CatalogAliasDel, CatalogAliasSet, CatalogDelete, CatalogFilter, CatalogPut, CatalogQuery,
     CatalogResolve, CatalogShed, Record, ShedMode,
@@ -28,17 +27,15 @@ pub enum Shape {
     Ok,
 }
 
-pub(super) fn decode(name: &str, a: &[Bytes]) -> Option<Parsed<ServiceShape>> {
-    let mut a = Args::new(a);
-    let parsed = match name {
-        "catalog.put" => put(&mut a),
-        "catalog.del" => del(&mut a),
-        "catalog.query" => query(&mut a),
-        "catalog.alias" => alias(&mut a),
-        "catalog.shed" => shed(&mut a),
+pub(super) fn decode(name: &str, a: &mut Args) -> Option<Parsed<Shape>> {
+    Some(match name {
+        "catalog.put" => put(a),
+        "catalog.del" => del(a),
+        "catalog.query" => query(a),
+        "catalog.alias" => alias(a),
+        "catalog.shed" => shed(a),
         _ => return None,
-    };
-    Some(parsed.map(|(r, s)| (r, ServiceShape::Catalog(s))))
+    })
 }
 
 /// `CATALOG.PUT owner id [FROM unix_ms] [UNTIL unix_ms] [ATTRS name value
@@ -52,18 +49,9 @@ fn put(a: &mut Args) -> Parsed<Shape> {
             b"FROM" => once(&mut from, a.u64()?)?,
             b"UNTIL" => once(&mut until, a.u64()?)?,
             b"ATTRS" => {
-                if a.is_empty() || !a.left().is_multiple_of(2) {
-                    return Err(ArgError::Arity);
-                }
-                if a.left() / 2 > MAX_ATTRIBUTES {
-                    return Err(ArgError::Invalid(format!(
-                        "a record has at most {MAX_ATTRIBUTES} attributes"
-                    )));
-                }
-                while !a.is_empty() {
-                    let name = a.bytes()?;
-                    record.attributes.push((name, a.bytes()?));
-                }
+                let attribute = |a: &mut Args| Ok((a.bytes()?, a.bytes()?));
+                record.attributes =
+                    a.pairs(MAX_ATTRIBUTES, ("a record", "attributes"), attribute)?
             }
             _ => return Err(ArgError::Syntax),
         }
@@ -90,9 +78,11 @@ fn query(a: &mut Args) -> Parsed<Shape> {
         match a.keyword()?.as_slice() {
             b"WHERE" => {
                 if filter.attributes.len() == MAX_ATTRIBUTES {
-                    return Err(ArgError::Invalid(format!(
-                        "a query has at most {MAX_ATTRIBUTES} WHERE conditions"
-                    )));
+                    return Err(ArgError::at_most(
+                        "a query",
+                        MAX_ATTRIBUTES,
+                        "WHERE conditions",
+                    ));
                 }
                 let name = a.bytes()?;
                 filter.attributes.push((name, a.bytes()?));
@@ -131,16 +121,9 @@ fn alias(a: &mut Args) -> Parsed<Shape> {
             };
             (r.into(), Shape::Owner)
         }
-        _ => {
-            return Err(ArgError::UnknownSubcommand(
-                String::from_utf8_lossy(&sub).into_owned(),
-                "SET, DEL or GET",
-            ))
-        }
+        _ => return Err(ArgError::unknown_subcommand(&sub, "SET, DEL or GET")),
     };
-    if !a.is_empty() {
-        return Err(ArgError::Arity);
-    }
+    a.end()?;
     Ok(parsed)
 }
 
@@ -179,13 +162,13 @@ pub(super) fn render(w: &mut Writer, shape: &Shape, result: Result<Reply, RushEr
 }
 
 fn record(w: &mut Writer, r: &Record) {
-    w.map(4);
-    w.field("id");
-    w.bulk(&r.id);
-    w.field("valid_from_ms");
-    w.opt_u64(r.valid_from);
-    w.field("valid_until_ms");
-    w.opt_u64(r.valid_to);
+    let fields = [
+        ("id", Value::Bulk(&r.id)),
+        ("valid_from_ms", Value::OptU64(r.valid_from)),
+        ("valid_until_ms", Value::OptU64(r.valid_to)),
+    ];
+    w.map(fields.len() + 1);
+    w.fields(&fields);
     w.field("attributes");
     w.map(r.attributes.len());
     for (name, value) in &r.attributes {
@@ -197,6 +180,7 @@ fn record(w: &mut Writer, r: &Record) {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{refused, run};
+    use super::super::ServiceShape;
     use super::*;
     use rush_protocol::Request;
 

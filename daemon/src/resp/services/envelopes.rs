@@ -7,8 +7,7 @@
 //! CRC16 of the id: `GRAB` and `INFO` declare no key and rely on `MOVED`.
 //! The refund stream and the audit are the node's (every shard's).
 
-use super::{once, ArgError, Args, Parsed, ServiceShape, Writer};
-use bytes::Bytes;
+use super::{once, ArgError, Args, Parsed, Value, Writer};
 use rush_protocol::cmd::{
     EnvelopeAudit, EnvelopeAuditReply, EnvelopeCreate, EnvelopeGrab, EnvelopeInfo,
     EnvelopeInfoReply, EnvelopeMode, EnvelopeRefunds, EnvelopeRefundsAck, EnvelopeRefundsReply,
@@ -30,26 +29,21 @@ pub enum Shape {
     Audit,
 }
 
-pub(super) fn decode(name: &str, a: &[Bytes]) -> Option<Parsed<ServiceShape>> {
-    let mut a = Args::new(a);
-    let parsed = match name {
-        "envelope.create" => create(&mut a),
-        "envelope.grab" => {
-            let id = id(&mut a);
-            id.and_then(|id| {
-                let user = a.bytes()?;
-                Ok((EnvelopeGrab { id, user }.into(), Shape::Grabbed))
-            })
-        }
-        "envelope.info" => id(&mut a).map(|id| (EnvelopeInfo { id }.into(), Shape::Info)),
-        "envelope.refunds" => refunds(&mut a),
+pub(super) fn decode(name: &str, a: &mut Args) -> Option<Parsed<Shape>> {
+    Some(match name {
+        "envelope.create" => create(a),
+        "envelope.grab" => id(a).and_then(|id| {
+            let user = a.bytes()?;
+            Ok((EnvelopeGrab { id, user }.into(), Shape::Grabbed))
+        }),
+        "envelope.info" => id(a).map(|id| (EnvelopeInfo { id }.into(), Shape::Info)),
+        "envelope.refunds" => refunds(a),
         "envelope.ack" => {
-            cursor(&mut a).map(|cursor| (EnvelopeRefundsAck { cursor }.into(), Shape::Acked))
+            cursor(a).map(|cursor| (EnvelopeRefundsAck { cursor }.into(), Shape::Acked))
         }
         "envelope.audit" => Ok((EnvelopeAudit {}.into(), Shape::Audit)),
         _ => return None,
-    };
-    Some(parsed.map(|(r, s)| (r, ServiceShape::Envelope(s))))
+    })
 }
 
 /// An envelope id, as `ENVELOPE.CREATE` answered it.
@@ -118,13 +112,10 @@ fn refunds(a: &mut Args) -> Parsed<Shape> {
 
 pub(super) fn render(w: &mut Writer, shape: &Shape, result: Result<Reply, RushError>) {
     match (shape, result) {
-        (Shape::Created, Ok(Reply::EnvelopeCreate(c))) => {
-            w.map(2);
-            w.field("id");
-            w.u64(c.id);
-            w.field("expires_at_ms");
-            w.u64(c.expires_at_ms);
-        }
+        (Shape::Created, Ok(Reply::EnvelopeCreate(c))) => w.record(&[
+            ("id", Value::U64(c.id)),
+            ("expires_at_ms", Value::U64(c.expires_at_ms)),
+        ]),
         (Shape::Grabbed, Ok(Reply::EnvelopeGrab(g))) => grab(w, g.amount_cents, g.repeated, ""),
         // No share for this user: a reply, not an error.
         (Shape::Grabbed, Err(e)) if e.code == ErrorCode::Empty => grab(w, 0, false, "empty"),
@@ -141,51 +132,38 @@ pub(super) fn render(w: &mut Writer, shape: &Shape, result: Result<Reply, RushEr
 
 /// The same four fields whether the user got a share or not.
 fn grab(w: &mut Writer, amount_cents: u64, repeated: bool, denied: &str) {
-    w.map(4);
-    w.field("grabbed");
-    w.flag(denied.is_empty());
-    w.field("amount_cents");
-    w.u64(amount_cents);
-    w.field("repeated");
-    w.flag(repeated);
-    w.field("reason");
-    w.bulk(denied.as_bytes());
+    w.record(&[
+        ("grabbed", Value::Flag(denied.is_empty())),
+        ("amount_cents", Value::U64(amount_cents)),
+        ("repeated", Value::Flag(repeated)),
+        ("reason", Value::Bulk(denied.as_bytes())),
+    ]);
 }
 
 fn info(w: &mut Writer, i: &EnvelopeInfoReply) {
-    w.map(12);
-    w.field("id");
-    w.u64(i.id);
-    w.field("sender");
-    w.bulk(&i.sender);
-    w.field("mode");
-    w.bulk(i.mode.name().as_bytes());
-    w.field("state");
-    w.bulk(i.state.name().as_bytes());
-    w.field("total_cents");
-    w.u64(i.total_cents);
-    w.field("remaining_cents");
-    w.u64(i.remaining_cents);
-    w.field("refunded_cents");
-    w.u64(i.refunded_cents);
-    w.field("count");
-    w.u64(u64::from(i.count));
-    w.field("grabbed");
-    w.u64(u64::from(i.grabbed));
-    w.field("created_at_ms");
-    w.u64(i.created_at_ms);
-    w.field("expires_at_ms");
-    w.u64(i.expires_at_ms);
+    let fields = [
+        ("id", Value::U64(i.id)),
+        ("sender", Value::Bulk(&i.sender)),
+        ("mode", Value::Bulk(i.mode.name().as_bytes())),
+        ("state", Value::Bulk(i.state.name().as_bytes())),
+        ("total_cents", Value::U64(i.total_cents)),
+        ("remaining_cents", Value::U64(i.remaining_cents)),
+        ("refunded_cents", Value::U64(i.refunded_cents)),
+        ("count", Value::U64(u64::from(i.count))),
+        ("grabbed", Value::U64(u64::from(i.grabbed))),
+        ("created_at_ms", Value::U64(i.created_at_ms)),
+        ("expires_at_ms", Value::U64(i.expires_at_ms)),
+    ];
+    w.map(fields.len() + 1);
+    w.fields(&fields);
     w.field("grabs");
     w.array(i.grabs.len());
     for g in &i.grabs {
-        w.map(3);
-        w.field("user");
-        w.bulk(&g.user);
-        w.field("amount_cents");
-        w.u64(g.amount_cents);
-        w.field("at_ms");
-        w.u64(g.at_ms);
+        w.record(&[
+            ("user", Value::Bulk(&g.user)),
+            ("amount_cents", Value::U64(g.amount_cents)),
+            ("at_ms", Value::U64(g.at_ms)),
+        ]);
     }
 }
 
@@ -194,17 +172,13 @@ fn refund_page(w: &mut Writer, r: &EnvelopeRefundsReply) {
     w.field("refunds");
     w.array(r.refunds.len());
     for f in &r.refunds {
-        w.map(5);
-        w.field("envelope_id");
-        w.u64(f.envelope_id());
-        w.field("cursor");
-        w.bulk(f.cursor.to_string().as_bytes());
-        w.field("sender");
-        w.bulk(&f.sender);
-        w.field("amount_cents");
-        w.u64(f.amount_cents);
-        w.field("refunded_at_ms");
-        w.u64(f.refunded_at_ms);
+        w.record(&[
+            ("envelope_id", Value::U64(f.envelope_id())),
+            ("cursor", Value::Bulk(f.cursor.to_string().as_bytes())),
+            ("sender", Value::Bulk(&f.sender)),
+            ("amount_cents", Value::U64(f.amount_cents)),
+            ("refunded_at_ms", Value::U64(f.refunded_at_ms)),
+        ]);
     }
     w.field("next");
     w.bulk(r.next.to_string().as_bytes());
@@ -213,21 +187,17 @@ fn refund_page(w: &mut Writer, r: &EnvelopeRefundsReply) {
 }
 
 fn audit(w: &mut Writer, a: &EnvelopeAuditReply) {
-    w.map(8);
-    w.field("ok");
-    w.flag(a.ok());
-    w.field("envelopes");
-    w.u64(a.envelopes);
-    w.field("grabs");
-    w.u64(a.grabs);
-    w.field("open");
-    w.u64(a.open);
-    w.field("in_flight_cents");
-    w.u64(a.in_flight_cents);
-    w.field("refunded");
-    w.u64(a.refunded);
-    w.field("problem_count");
-    w.u64(a.problem_count);
+    let fields = [
+        ("ok", Value::Flag(a.ok())),
+        ("envelopes", Value::U64(a.envelopes)),
+        ("grabs", Value::U64(a.grabs)),
+        ("open", Value::U64(a.open)),
+        ("in_flight_cents", Value::U64(a.in_flight_cents)),
+        ("refunded", Value::U64(a.refunded)),
+        ("problem_count", Value::U64(a.problem_count)),
+    ];
+    w.map(fields.len() + 1);
+    w.fields(&fields);
     w.field("problems");
     w.array(a.problems.len());
     for p in &a.problems {
@@ -238,7 +208,9 @@ fn audit(w: &mut Writer, a: &EnvelopeAuditReply) {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{refused, run};
+    use super::super::ServiceShape;
     use super::*;
+    use bytes::Bytes;
     use rush_protocol::Request;
 
     #[test]

@@ -5,8 +5,7 @@
 //! the counts live), so cluster clients route these exactly. Policies are
 //! the node's, on every shard: `LIMIT.POLICY` declares no key.
 
-use super::{once, ArgError, Args, Parsed, ServiceShape, Writer};
-use bytes::Bytes;
+use super::{once, ArgError, Args, Parsed, Value, Writer};
 use rush_protocol::cmd::{
     AcquireReply, Allowance, LimitAcquire, LimitPolicyGet, LimitPolicyList, LimitPolicySet,
     LimitRelease, LimitStatus, OrderItem, PolicyDef, ReleaseReply, Rule, Scope, StatusReply,
@@ -25,16 +24,14 @@ pub enum Shape {
     Policies,
 }
 
-pub(super) fn decode(name: &str, a: &[Bytes]) -> Option<Parsed<ServiceShape>> {
-    let mut a = Args::new(a);
-    let parsed = match name {
-        "limit.acquire" => acquire(&mut a),
-        "limit.release" => release(&mut a),
-        "limit.status" => status(&mut a),
-        "limit.policy" => policy(&mut a),
+pub(super) fn decode(name: &str, a: &mut Args) -> Option<Parsed<Shape>> {
+    Some(match name {
+        "limit.acquire" => acquire(a),
+        "limit.release" => release(a),
+        "limit.status" => status(a),
+        "limit.policy" => policy(a),
         _ => return None,
-    };
-    Some(parsed.map(|(r, s)| (r, ServiceShape::Limit(s))))
+    })
 }
 
 /// `LIMIT.ACQUIRE policy user order_id item qty [item qty ...]`.
@@ -42,20 +39,13 @@ fn acquire(a: &mut Args) -> Parsed<Shape> {
     let policy = a.text("the policy")?;
     let user = a.bytes()?;
     let order_id = a.text("the order id")?;
-    if a.is_empty() || !a.left().is_multiple_of(2) {
-        return Err(ArgError::Arity);
-    }
-    if a.left() / 2 > MAX_ORDER_ITEMS {
-        return Err(ArgError::Invalid(format!(
-            "an order has at most {MAX_ORDER_ITEMS} items"
-        )));
-    }
-    let mut items = Vec::with_capacity(a.left() / 2);
-    while !a.is_empty() {
-        let item = a.text("an item")?;
-        let qty = a.u64()?;
-        items.push(OrderItem { item, qty });
-    }
+    let item = |a: &mut Args| {
+        Ok(OrderItem {
+            item: a.text("an item")?,
+            qty: a.u64()?,
+        })
+    };
+    let items = a.pairs(MAX_ORDER_ITEMS, ("an order", "items"), item)?;
     let r = LimitAcquire {
         policy,
         user,
@@ -92,21 +82,14 @@ fn policy(a: &mut Args) -> Parsed<Shape> {
         b"SET" => policy_set(a),
         b"GET" => {
             let name = a.text("the policy")?;
-            if !a.is_empty() {
-                return Err(ArgError::Arity);
-            }
+            a.end()?;
             Ok((LimitPolicyGet { name }.into(), Shape::Policy))
         }
         b"LIST" => {
-            if !a.is_empty() {
-                return Err(ArgError::Arity);
-            }
+            a.end()?;
             Ok((LimitPolicyList {}.into(), Shape::Policies))
         }
-        _ => Err(ArgError::UnknownSubcommand(
-            String::from_utf8_lossy(&sub).into_owned(),
-            "SET, GET or LIST",
-        )),
+        _ => Err(ArgError::unknown_subcommand(&sub, "SET, GET or LIST")),
     }
 }
 
@@ -119,9 +102,7 @@ fn policy_set(a: &mut Args) -> Parsed<Shape> {
             b"RELAXED" => once(&mut relaxed, true)?,
             b"RULE" => {
                 if rules.len() == MAX_POLICY_RULES {
-                    return Err(ArgError::Invalid(format!(
-                        "a policy has at most {MAX_POLICY_RULES} rules"
-                    )));
+                    return Err(ArgError::at_most("a policy", MAX_POLICY_RULES, "rules"));
                 }
                 let rule = a.text("the rule")?;
                 let scope = match a.keyword()?.as_slice() {
@@ -191,58 +172,46 @@ pub(super) fn render(w: &mut Writer, shape: &Shape, result: Result<Reply, RushEr
     }
 }
 
-/// The order's verdict: the same ten fields, allowed or not.
 fn acquired(w: &mut Writer, r: &AcquireReply) {
     // The rule with the least room left speaks for the order.
     let tightest = r.allowances.iter().min_by_key(|a| a.remaining());
-    w.map(10);
-    w.field("allowed");
-    w.flag(true);
-    w.field("replayed");
-    w.flag(r.replayed);
-    w.field("released");
-    w.flag(r.released);
-    w.field("rule");
-    w.bulk(tightest.map_or("", |a| a.rule.as_str()).as_bytes());
-    w.field("item");
-    w.bulk(tightest.map_or("", |a| a.item.as_str()).as_bytes());
-    w.field("count");
-    w.u64(tightest.map_or(0, |a| a.count));
-    w.field("limit");
-    w.u64(tightest.map_or(0, |a| a.limit));
-    w.field("remaining");
-    w.u64(tightest.map_or(0, Allowance::remaining));
-    w.field("resets_at_ms");
-    w.u64(tightest.map_or(0, |a| a.resets_at_ms));
-    w.field("allowances");
-    allowances(w, &r.allowances);
+    verdict(w, true, r.replayed, r.released, tightest, &r.allowances);
 }
 
 /// LIMITED: nothing was counted; the rule that said no.
 fn denied(w: &mut Writer, d: &LimitDenial) {
+    let said_no = Allowance {
+        rule: d.rule.clone(),
+        item: d.item.clone(),
+        // What the rule had counted before this order.
+        count: d.current,
+        limit: d.limit,
+        // A denial does not say when the rule's count drops: LIMIT.STATUS does.
+        resets_at_ms: 0,
+    };
+    verdict(w, false, false, false, Some(&said_no), &[]);
+}
+
+/// The order's verdict: the same ten fields, allowed or not, with the
+/// standing of the rule that speaks for the order.
+fn verdict(
+    w: &mut Writer,
+    allowed: bool,
+    replayed: bool,
+    released: bool,
+    rule: Option<&Allowance>,
+    list: &[Allowance],
+) {
     w.map(10);
     w.field("allowed");
-    w.flag(false);
+    w.flag(allowed);
     w.field("replayed");
-    w.flag(false);
+    w.flag(replayed);
     w.field("released");
-    w.flag(false);
-    w.field("rule");
-    w.bulk(d.rule.as_bytes());
-    w.field("item");
-    w.bulk(d.item.as_bytes());
-    // What the rule had counted before this order.
-    w.field("count");
-    w.u64(d.current);
-    w.field("limit");
-    w.u64(d.limit);
-    w.field("remaining");
-    w.u64(d.limit.saturating_sub(d.current));
-    // A denial does not say when the rule's count drops: LIMIT.STATUS does.
-    w.field("resets_at_ms");
-    w.u64(0);
+    w.flag(released);
+    standing(w, rule);
     w.field("allowances");
-    w.array(0);
+    allowances(w, list);
 }
 
 fn released(w: &mut Writer, r: &ReleaseReply) {
@@ -269,19 +238,26 @@ fn allowances(w: &mut Writer, list: &[Allowance]) {
     w.array(list.len());
     for a in list {
         w.map(6);
-        w.field("rule");
-        w.bulk(a.rule.as_bytes());
-        w.field("item");
-        w.bulk(a.item.as_bytes());
-        w.field("count");
-        w.u64(a.count);
-        w.field("limit");
-        w.u64(a.limit);
-        w.field("remaining");
-        w.u64(a.remaining());
-        w.field("resets_at_ms");
-        w.u64(a.resets_at_ms);
+        standing(w, Some(a));
     }
+}
+
+/// One rule's six fields (empty and zero for no rule).
+fn standing(w: &mut Writer, a: Option<&Allowance>) {
+    w.fields(&[
+        (
+            "rule",
+            Value::Bulk(a.map_or("", |a| a.rule.as_str()).as_bytes()),
+        ),
+        (
+            "item",
+            Value::Bulk(a.map_or("", |a| a.item.as_str()).as_bytes()),
+        ),
+        ("count", Value::U64(a.map_or(0, |a| a.count))),
+        ("limit", Value::U64(a.map_or(0, |a| a.limit))),
+        ("remaining", Value::U64(a.map_or(0, Allowance::remaining))),
+        ("resets_at_ms", Value::U64(a.map_or(0, |a| a.resets_at_ms))),
+    ]);
 }
 
 fn policy_map(w: &mut Writer, p: &PolicyDef) {
@@ -293,22 +269,21 @@ fn policy_map(w: &mut Writer, p: &PolicyDef) {
     w.field("rules");
     w.array(p.rules.len());
     for r in &p.rules {
-        w.map(4);
-        w.field("name");
-        w.bulk(r.name.as_bytes());
-        w.field("scope");
-        w.bulk(r.scope.to_string().as_bytes());
-        w.field("max");
-        w.u64(r.max);
-        w.field("window");
-        w.bulk(r.window.to_string().as_bytes());
+        w.record(&[
+            ("name", Value::Bulk(r.name.as_bytes())),
+            ("scope", Value::Bulk(r.scope.to_string().as_bytes())),
+            ("max", Value::U64(r.max)),
+            ("window", Value::Bulk(r.window.to_string().as_bytes())),
+        ]);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::tests::{refused, run};
+    use super::super::ServiceShape;
     use super::*;
+    use bytes::Bytes;
     use rush_protocol::Request;
 
     #[test]

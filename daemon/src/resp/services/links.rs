@@ -7,8 +7,7 @@
 //! (account, url). None of them is the CRC16 of one argument, so a cluster
 //! client is sent on by `MOVED`.
 
-use super::{once, ArgError, Args, Parsed, ServiceShape, Writer};
-use bytes::Bytes;
+use super::{once, ArgError, Args, Parsed, Value, Writer};
 use rush_protocol::cmd::{
     AppLinkChange, LinkDelete, LinkInfo, LinkInfoReply, LinkResolve, LinkShorten, LinkUpdate,
     ResolveReply, ShortenReply,
@@ -27,27 +26,21 @@ pub enum Shape {
     Deleted,
 }
 
-pub(super) fn decode(name: &str, a: &[Bytes]) -> Option<Parsed<ServiceShape>> {
-    let mut a = Args::new(a);
-    let parsed = match name {
-        "link.shorten" => shorten(&mut a, false),
-        "link.alias" => shorten(&mut a, true),
-        "link.resolve" => {
-            one_code(&mut a).map(|code| (LinkResolve { code }.into(), Shape::Resolved))
-        }
-        "link.info" => one_code(&mut a).map(|code| (LinkInfo { code }.into(), Shape::Info)),
-        "link.update" => update(&mut a),
-        "link.delete" => one_code(&mut a).map(|code| (LinkDelete { code }.into(), Shape::Deleted)),
+pub(super) fn decode(name: &str, a: &mut Args) -> Option<Parsed<Shape>> {
+    Some(match name {
+        "link.shorten" => shorten(a, false),
+        "link.alias" => shorten(a, true),
+        "link.resolve" => one_code(a).map(|code| (LinkResolve { code }.into(), Shape::Resolved)),
+        "link.info" => one_code(a).map(|code| (LinkInfo { code }.into(), Shape::Info)),
+        "link.update" => update(a),
+        "link.delete" => one_code(a).map(|code| (LinkDelete { code }.into(), Shape::Deleted)),
         _ => return None,
-    };
-    Some(parsed.map(|(r, s)| (r, ServiceShape::Link(s))))
+    })
 }
 
 fn one_code(a: &mut Args) -> Result<String, ArgError> {
     let code = a.text("the code")?;
-    if !a.is_empty() {
-        return Err(ArgError::Arity);
-    }
+    a.end()?;
     Ok(code)
 }
 
@@ -155,63 +148,50 @@ pub(super) fn render(w: &mut Writer, shape: &Shape, result: Result<Reply, RushEr
 }
 
 fn shortened(w: &mut Writer, r: &ShortenReply) {
-    w.map(4);
-    w.field("code");
-    w.bulk(r.code.as_bytes());
-    w.field("short_url");
-    w.bulk(r.short_url.as_bytes());
-    w.field("reused");
-    w.flag(r.reused);
-    w.field("expires_at_ms");
-    w.u64(r.expires_at);
+    w.record(&[
+        ("code", Value::Bulk(r.code.as_bytes())),
+        ("short_url", Value::Bulk(r.short_url.as_bytes())),
+        ("reused", Value::Flag(r.reused)),
+        ("expires_at_ms", Value::U64(r.expires_at)),
+    ]);
 }
 
 fn resolved(w: &mut Writer, r: &ResolveReply) {
-    w.map(6);
-    w.field("target");
-    w.bulk(r.target.as_bytes());
-    w.field("ios");
-    w.opt_bulk(r.ios.as_deref().map(str::as_bytes));
-    w.field("android");
-    w.opt_bulk(r.android.as_deref().map(str::as_bytes));
-    w.field("redirect");
-    w.int(redirect(r.permanent));
-    w.field("query_passthrough");
-    w.flag(!r.drop_query);
-    w.field("expires_at_ms");
-    w.u64(r.expires_at);
+    w.record(&[
+        ("target", Value::Bulk(r.target.as_bytes())),
+        ("ios", Value::OptBulk(r.ios.as_deref().map(str::as_bytes))),
+        (
+            "android",
+            Value::OptBulk(r.android.as_deref().map(str::as_bytes)),
+        ),
+        ("redirect", Value::Int(redirect(r.permanent))),
+        ("query_passthrough", Value::Flag(!r.drop_query)),
+        ("expires_at_ms", Value::U64(r.expires_at)),
+    ]);
 }
 
 fn info(w: &mut Writer, i: &LinkInfoReply) {
-    w.map(15);
-    w.field("code");
-    w.bulk(i.code.as_bytes());
-    w.field("short_url");
-    w.bulk(i.short_url.as_bytes());
-    w.field("target");
-    w.bulk(i.target.as_bytes());
-    w.field("account");
-    w.bulk(&i.account);
-    w.field("ios");
-    w.opt_bulk(i.ios.as_deref().map(str::as_bytes));
-    w.field("android");
-    w.opt_bulk(i.android.as_deref().map(str::as_bytes));
-    w.field("redirect");
-    w.int(redirect(i.permanent));
-    w.field("query_passthrough");
-    w.flag(!i.drop_query);
-    w.field("alias");
-    w.flag(i.alias);
-    w.field("created_at_ms");
-    w.u64(i.created_at);
-    w.field("expires_at_ms");
-    w.u64(i.expires_at);
-    w.field("ttl_ms");
-    w.u64(i.ttl_ms);
-    w.field("visits");
-    w.u64(i.visits);
-    w.field("last_visit_ms");
-    w.u64(i.last_visit);
+    let fields = [
+        ("code", Value::Bulk(i.code.as_bytes())),
+        ("short_url", Value::Bulk(i.short_url.as_bytes())),
+        ("target", Value::Bulk(i.target.as_bytes())),
+        ("account", Value::Bulk(&i.account)),
+        ("ios", Value::OptBulk(i.ios.as_deref().map(str::as_bytes))),
+        (
+            "android",
+            Value::OptBulk(i.android.as_deref().map(str::as_bytes)),
+        ),
+        ("redirect", Value::Int(redirect(i.permanent))),
+        ("query_passthrough", Value::Flag(!i.drop_query)),
+        ("alias", Value::Flag(i.alias)),
+        ("created_at_ms", Value::U64(i.created_at)),
+        ("expires_at_ms", Value::U64(i.expires_at)),
+        ("ttl_ms", Value::U64(i.ttl_ms)),
+        ("visits", Value::U64(i.visits)),
+        ("last_visit_ms", Value::U64(i.last_visit)),
+    ];
+    w.map(fields.len() + 1);
+    w.fields(&fields);
     // Unix day (ms / 86,400,000) → visits, oldest first.
     w.field("daily");
     w.map(i.daily.len());
@@ -232,7 +212,9 @@ fn redirect(permanent: bool) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{refused, run};
+    use super::super::ServiceShape;
     use super::*;
+    use bytes::Bytes;
     use rush_protocol::Request;
 
     fn shorten_of(line: &str) -> LinkShorten {

@@ -40,11 +40,12 @@ pub enum ServiceShape {
 /// command table already.
 pub fn decode(name: &str, args: &[Bytes]) -> Option<Decoded> {
     let (family, _) = name.split_once('.')?;
+    let mut a = Args::new(args);
     let decoded = match family {
-        "link" => links::decode(name, args)?,
-        "limit" => limits::decode(name, args)?,
-        "catalog" => catalog::decode(name, args)?,
-        "envelope" => envelopes::decode(name, args)?,
+        "link" => in_family(links::decode(name, &mut a)?, ServiceShape::Link),
+        "limit" => in_family(limits::decode(name, &mut a)?, ServiceShape::Limit),
+        "catalog" => in_family(catalog::decode(name, &mut a)?, ServiceShape::Catalog),
+        "envelope" => in_family(envelopes::decode(name, &mut a)?, ServiceShape::Envelope),
         _ => return None,
     };
     Some(match decoded {
@@ -72,6 +73,11 @@ pub fn render(
 /// What one family's decoder makes of a command.
 type Parsed<S> = Result<(Request, S), ArgError>;
 
+/// A family's answer shape as a [`ServiceShape`].
+fn in_family<S>(parsed: Parsed<S>, shape: fn(S) -> ServiceShape) -> Parsed<ServiceShape> {
+    parsed.map(|(request, s)| (request, shape(s)))
+}
+
 /// Why a command's arguments are refused, before anything is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArgError {
@@ -90,6 +96,16 @@ pub enum ArgError {
 }
 
 impl ArgError {
+    /// `sub` is none of the subcommands `hint` names.
+    fn unknown_subcommand(sub: &[u8], hint: &'static str) -> Self {
+        ArgError::UnknownSubcommand(String::from_utf8_lossy(sub).into_owned(), hint)
+    }
+
+    /// More than `max` of something: "`holder` has at most `max` `items`".
+    fn at_most(holder: &str, max: usize, items: &str) -> Self {
+        ArgError::Invalid(format!("{holder} has at most {max} {items}"))
+    }
+
     /// The error line (Redis's wording where Redis has one).
     pub fn line(&self, command: &str) -> String {
         match self {
@@ -125,6 +141,37 @@ impl<'a> Args<'a> {
 
     fn left(&self) -> usize {
         self.args.len().saturating_sub(self.at)
+    }
+
+    /// Nothing may follow.
+    fn end(&self) -> Result<(), ArgError> {
+        if self.is_empty() {
+            Ok(())
+        } else {
+            Err(ArgError::Arity)
+        }
+    }
+
+    /// The rest of the arguments, two at a time, each pair read by `pair`:
+    /// at least one pair, and no more than `max` ([`ArgError::at_most`] says
+    /// so with `holder` and `items`).
+    fn pairs<T>(
+        &mut self,
+        max: usize,
+        (holder, items): (&str, &str),
+        mut pair: impl FnMut(&mut Self) -> Result<T, ArgError>,
+    ) -> Result<Vec<T>, ArgError> {
+        if self.is_empty() || !self.left().is_multiple_of(2) {
+            return Err(ArgError::Arity);
+        }
+        if self.left() / 2 > max {
+            return Err(ArgError::at_most(holder, max, items));
+        }
+        let mut pairs = Vec::with_capacity(self.left() / 2);
+        while !self.is_empty() {
+            pairs.push(pair(self)?);
+        }
+        Ok(pairs)
     }
 
     /// The next argument as it came.
@@ -185,6 +232,17 @@ fn parse_u64(b: &[u8]) -> Option<u64> {
     std::str::from_utf8(b).ok()?.parse().ok()
 }
 
+/// A field's value in a reply map, as [`Writer`] writes it.
+#[derive(Clone, Copy)]
+enum Value<'a> {
+    Bulk(&'a [u8]),
+    OptBulk(Option<&'a [u8]>),
+    U64(u64),
+    OptU64(Option<u64>),
+    Int(i64),
+    Flag(bool),
+}
+
 /// Writes one reply in the connection's protocol version.
 struct Writer<'a> {
     out: &'a mut BytesMut,
@@ -208,6 +266,28 @@ impl Writer<'_> {
     /// A field name, then its value is written by the caller.
     fn field(&mut self, name: &str) {
         write::bulk(self.out, name.as_bytes());
+    }
+
+    /// A map of these fields, in order: its size is theirs.
+    fn record(&mut self, fields: &[(&str, Value)]) {
+        self.map(fields.len());
+        self.fields(fields);
+    }
+
+    /// These fields, in order, inside a map the caller sized (fields with
+    /// nested values follow them).
+    fn fields(&mut self, fields: &[(&str, Value)]) {
+        for (name, v) in fields {
+            self.field(name);
+            match *v {
+                Value::Bulk(v) => self.bulk(v),
+                Value::OptBulk(v) => self.opt_bulk(v),
+                Value::U64(v) => self.u64(v),
+                Value::OptU64(v) => self.opt_u64(v),
+                Value::Int(v) => self.int(v),
+                Value::Flag(v) => self.flag(v),
+            }
+        }
     }
 
     fn int(&mut self, v: i64) {

@@ -32,7 +32,9 @@ pub(super) fn section(s: &mut String, results: &SuiteResults) {
          one run per test so that each row has the server's own CPU time (user + system, \
          from `/proc/PID/stat` before and after the run) divided by the requests. SET and GET \
          use `key:__rand_int__`, INCR `counter:__rand_int__`, HSET field \
-         `element:__rand_int__` of the one key `myhash`. Rush syncs every acknowledged write \
+         `element:__rand_int__` of the one key `myhash`, with `-r {}` (at most the 10,000 \
+         fields a Rush hash may hold; Rush reads and writes the whole hash on each HSET). \
+         Rush syncs every acknowledged write \
          (group commit), as Redis does with `appendfsync always`; with `everysec` Redis \
          acknowledges before the fsync. At pipeline 1 each client waits for every write's \
          sync, which is what that row shows. Ratios are Rush/Redis: above 1× Rush answers \
@@ -42,6 +44,9 @@ pub(super) fn section(s: &mut String, results: &SuiteResults) {
         first.requests,
         first.keyspace,
         first.value_size,
+        rows.iter()
+            .find(|r| r.test == "HSET")
+            .map_or(first.keyspace, |r| r.keyspace),
         10_000.0 / first.requests.max(1) as f64
     );
     let redis: Vec<ServerKind> = ServerKind::ALL

@@ -8,7 +8,10 @@
 //!
 //! redis-benchmark's HSET test writes field `element:__rand_int__` of the
 //! one key `myhash`; SET and GET use `key:__rand_int__`, INCR
-//! `counter:__rand_int__` (`-r` sets the range of `__rand_int__`).
+//! `counter:__rand_int__` (`-r` sets the range of `__rand_int__`). A Rush
+//! hash holds at most `MAX_HASH_FIELDS` (10,000) fields, so HSET's `-r` is
+//! the suite's key count capped there, for every server alike: past it rushd
+//! refuses the write, and redis-benchmark stops at the first error.
 
 use super::{RedisBenchmarkRow, ServerKind, SuiteOptions};
 use crate::driver::cpu;
@@ -163,6 +166,16 @@ pub(crate) fn parse_csv(text: &str) -> anyhow::Result<Vec<CsvRow>> {
     Ok(rows)
 }
 
+/// `-r` of `test`: the suite's key count, HSET's capped at the fields a Rush
+/// hash may hold (its fields are one key's).
+pub(super) fn keyspace(test: &str, keys: u64) -> u64 {
+    if test == "HSET" {
+        keys.min(rush_protocol::limits::MAX_HASH_FIELDS as u64)
+    } else {
+        keys
+    }
+}
+
 /// Every test at every pipeline against one running server (its pid for the
 /// CPU time, `addr` its RESP listener), each row added to `rows` as it is
 /// measured. Stops at the first failing run.
@@ -182,7 +195,7 @@ pub(super) fn rows_for(
                 pipeline,
                 clients: opts.redis_benchmark_clients,
                 requests: opts.redis_benchmark_requests,
-                keyspace: opts.keys,
+                keyspace: keyspace(test, opts.keys),
                 value_size: opts.value_size,
             };
             eprintln!(
@@ -302,6 +315,13 @@ mod tests {
             args.to_vec().join(" "),
             "-h 127.0.0.1 -p 6380 -t hset -P 16 -c 50 -n 2000 -r 10000 -d 100 --csv"
         );
+    }
+
+    #[test]
+    fn hset_stays_within_a_rush_hash() {
+        assert_eq!(keyspace("SET", 1_000_000), 1_000_000);
+        assert_eq!(keyspace("HSET", 1_000_000), 10_000);
+        assert_eq!(keyspace("HSET", 500), 500);
     }
 
     #[test]

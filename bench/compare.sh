@@ -17,10 +17,12 @@
 #   --out DIR  report directory (default bench/results)
 #   anything after -- goes to `rush-bench suite` (see `rush-bench suite --help`)
 #
-# Installs redis-server (and a font for the charts) from Debian packages if
-# missing (needs root). Starts rushd and redis-server on 127.0.0.1 with
-# temporary data directories, one at a time; everything it starts is stopped
-# when it ends, however it ends.
+# Installs redis-server, redis-benchmark (redis-tools) and a font for the
+# charts from Debian packages if missing (needs root). Starts rushd and
+# redis-server on 127.0.0.1 with temporary data directories, one at a time
+# (the redis-benchmark rows: redis-benchmark against rushd's RESP listener and
+# each redis-server); everything it starts is stopped when it ends, however
+# it ends.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -38,7 +40,7 @@ while [ $# -gt 0 ]; do
         --shards) suite_args+=(--shards "$2"); shift ;;
         --out) suite_args+=(--out "$2"); shift ;;
         --) shift; suite_args+=("$@"); break ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "compare.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -60,6 +62,9 @@ if [ "$pin" = 1 ]; then
 fi
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# redis-benchmark, for the suite's redis-benchmark phase (redis-server's
+# package depends on it; listed for a system that has the server alone).
+command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
 ls /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >/dev/null 2>&1 || missing+=(fonts-dejavu-core)
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then

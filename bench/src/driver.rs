@@ -20,7 +20,7 @@
 //! `FuturesUnordered`, so each connection has one histogram and no locks;
 //! the connections' tallies are merged at the end.
 
-mod cpu;
+pub(crate) mod cpu;
 mod progress;
 mod schedule;
 mod settle;

@@ -136,6 +136,24 @@ struct SuiteArgs {
     /// Skip the redis-benchmark calibration rows (skipped anyway with --quick).
     #[arg(long)]
     no_calibrate: bool,
+    /// Skip the redis-benchmark phase: redis-benchmark (Redis's own client,
+    /// independent of rush-bench) run against rushd's RESP listener and each
+    /// redis-server, `-t set`, `get`, `incr`, `hset` each at `-P 1` and
+    /// `-P 16`, with the server's CPU per request. Without this option a
+    /// missing redis-benchmark skips the phase with a note, except under
+    /// RUSH_REQUIRE_ALL=1 (CI), where it fails the suite, as does any error
+    /// redis-benchmark reports.
+    #[arg(long)]
+    no_redis_benchmark: bool,
+    /// redis-benchmark `-n` in the redis-benchmark phase: requests per test
+    /// and pipeline (default 500000; 1000 with --quick).
+    #[arg(long, value_name = "N")]
+    redis_benchmark_requests: Option<u64>,
+    /// redis-benchmark `-c` in the redis-benchmark phase: clients
+    /// (connections) (default 50). Its `-r` is --keys (HSET's capped at the
+    /// 10,000 fields a Rush hash may hold), its `-d` the value size.
+    #[arg(long, value_name = "N")]
+    redis_benchmark_clients: Option<usize>,
     /// Key counts of the scaling rows (links-resolve and catalog, and the
     /// footprint per link), e.g. 1000000,10000000.
     #[arg(long, value_delimiter = ',')]
@@ -408,6 +426,15 @@ fn suite_options(a: SuiteArgs) -> anyhow::Result<SuiteOptions> {
     }
     o.data_dir = a.data_dir;
     o.calibrate &= !a.no_calibrate;
+    o.redis_benchmark &= !a.no_redis_benchmark;
+    if let Some(n) = a.redis_benchmark_requests {
+        anyhow::ensure!(n > 0, "--redis-benchmark-requests must be positive");
+        o.redis_benchmark_requests = n;
+    }
+    if let Some(c) = a.redis_benchmark_clients {
+        anyhow::ensure!(c > 0, "--redis-benchmark-clients must be positive");
+        o.redis_benchmark_clients = c;
+    }
     o.pin = a.pin;
     o.threads = a.threads.unwrap_or_else(cores).max(1);
     Ok(o)
@@ -459,6 +486,44 @@ mod tests {
             .map(|n| rush_bench::workload::find(n).map(|e| e.name))
             .collect();
         assert_eq!(found, [Some("catalog"), Some("kv-set")]);
+    }
+
+    #[test]
+    fn the_redis_benchmark_phase_has_options() {
+        let o = suite(&[]);
+        assert!(o.redis_benchmark);
+        assert_eq!(
+            (o.redis_benchmark_requests, o.redis_benchmark_clients),
+            (500_000, 50)
+        );
+        // --quick runs it too, briefly.
+        let o = suite(&["--quick"]);
+        assert!(o.redis_benchmark);
+        assert_eq!(o.redis_benchmark_requests, 1_000);
+        let o = suite(&[
+            "--quick",
+            "--redis-benchmark-requests",
+            "300",
+            "--redis-benchmark-clients",
+            "4",
+        ]);
+        assert_eq!(
+            (o.redis_benchmark_requests, o.redis_benchmark_clients),
+            (300, 4)
+        );
+        assert!(!suite(&["--no-redis-benchmark"]).redis_benchmark);
+        let help = cli()
+            .find_subcommand_mut("suite")
+            .expect("suite")
+            .render_long_help()
+            .to_string();
+        for flag in [
+            "--no-redis-benchmark",
+            "--redis-benchmark-requests",
+            "--redis-benchmark-clients",
+        ] {
+            assert!(help.contains(flag), "{flag} not in:\n{help}");
+        }
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //!   and the redis-benchmark calibration (the tables the pinned section
 //!   uses too);
 //! - [`crate::goals`]: the issues' targets, as measured;
+//! - `redis_benchmark`: redis-benchmark (an independent client) against
+//!   Rush and each Redis, with the server CPU per request;
 //! - `pinned`: the headline again in the pinned layout;
 //! - `workloads`: a section per workload, with `catalog`'s storage reads;
 //! - `phases`: scaling with data size, footprint per link, one shard;
@@ -26,6 +28,7 @@ mod format;
 mod headline;
 mod phases;
 mod pinned;
+mod redis_benchmark;
 mod select;
 mod setup;
 mod workloads;
@@ -116,6 +119,7 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
     headline::cpu_section(&mut s, &m);
     crate::goals::section(&mut s, results, m.top);
     headline::calibration_section(&mut s, results);
+    redis_benchmark::section(&mut s, results);
     pinned::section(&mut s, results);
     for w in &m.names {
         workloads::section(&mut s, &m, w);
@@ -255,6 +259,10 @@ mod tests {
         // They use the workloads' current names.
         assert!(!text.contains("lookups"), "results.json names lookups");
         assert!(md.contains("## catalog\n"));
+        // Written before the redis-benchmark phase: no such section.
+        if results.redis_benchmark.is_empty() && results.redis_benchmark_skipped.is_none() {
+            assert!(!md.contains(redis_benchmark::TITLE), "{md}");
+        }
     }
 
     #[test]

@@ -23,19 +23,22 @@
 //! - `probes`: memory, disk, load and the machine's facts;
 //! - `pin`: the pinned layout's CPUs and affinity;
 //! - `calibrate`: redis-benchmark beside rush-bench's Redis side;
+//! - `redis_benchmark`: the redis-benchmark phase, redis-benchmark against
+//!   every server (rushd's RESP listener too), with the server's CPU;
 //! - `results`: what `results.json` holds.
 
 mod calibrate;
 mod phases;
 mod pin;
 mod probes;
+mod redis_benchmark;
 mod results;
 mod servers;
 
 pub use probes::{load_average, machine};
 pub use results::{
-    Calibration, Footprint, Layout, Machine, Pinning, ServerKind, SuiteResults, SuiteRun,
-    VARIANT_ONE_SHARD, VARIANT_PINNED, VARIANT_SCALING,
+    Calibration, Footprint, Layout, Machine, Pinning, RedisBenchmarkRow, ServerKind, SuiteResults,
+    SuiteRun, VARIANT_ONE_SHARD, VARIANT_PINNED, VARIANT_SCALING,
 };
 
 use crate::dist::Dist;
@@ -80,6 +83,13 @@ pub struct SuiteOptions {
     pub threads: usize,
     /// Also run redis-benchmark against each Redis (when it is installed).
     pub calibrate: bool,
+    /// Run the redis-benchmark phase: redis-benchmark (an independent
+    /// client) against every server, rushd's RESP listener included.
+    pub redis_benchmark: bool,
+    /// redis-benchmark's `-n` in that phase: requests per test and pipeline.
+    pub redis_benchmark_requests: u64,
+    /// redis-benchmark's `-c` in that phase.
+    pub redis_benchmark_clients: usize,
     /// One open-loop step at half the peak for workloads that are not swept
     /// (the latency target is stated at half the peak for every workload).
     pub half_peak: bool,
@@ -123,6 +133,12 @@ impl SuiteOptions {
             data_dir: None,
             threads: 0,
             calibrate: !quick,
+            redis_benchmark: true,
+            // Quick: a smoke run (a second or two per test even at pipeline
+            // 1 with every write fsynced); full: long enough that the server
+            // CPU, read in 10 ms ticks, is a figure.
+            redis_benchmark_requests: if quick { 1_000 } else { 500_000 },
+            redis_benchmark_clients: 50,
             half_peak: true,
             scale_keys: if quick {
                 vec![10_000, 20_000]
@@ -146,6 +162,10 @@ impl SuiteOptions {
 /// 1. **Every workload on every server**: closed loop at each pipeline, then
 ///    open-loop steps (the sweep for sweep workloads; one step at half the
 ///    peak for the others, for the latency target).
+///
+///    Then **redis-benchmark** (`redis_benchmark`): redis-benchmark against a
+///    fresh instance of every server (rushd's RESP listener), SET, GET, INCR
+///    and HSET at pipelines 1 and 16, with the server's CPU per request.
 /// 2. **Scaling and footprint** (fresh servers, `scale_servers`): links
 ///    preloaded to each of `scale_keys` with `links-resolve` run at each and
 ///    the memory and disk per link measured; then `catalog` at each size.
@@ -211,6 +231,9 @@ pub fn run_suite(
         load_average_end: String::new(),
         suite_secs: 0.0,
         pinned: None,
+        redis_benchmark: Vec::new(),
+        redis_benchmark_skipped: (!opts.redis_benchmark)
+            .then(|| "skipped (--no-redis-benchmark)".to_string()),
     };
     // Open-loop steps use the deepest pipeline, and its peak.
     let top = opts
@@ -230,6 +253,15 @@ pub fn run_suite(
     for &kind in &opts.servers {
         suite.every_workload(kind, &entries)?;
         suite.checkpoint();
+    }
+    if opts.redis_benchmark {
+        for &kind in &opts.servers {
+            suite.redis_benchmark(kind)?;
+            suite.checkpoint();
+            if suite.results.redis_benchmark_skipped.is_some() {
+                break;
+            }
+        }
     }
     if !opts.scale_keys.is_empty() {
         for &kind in &opts.scale_servers {

@@ -116,6 +116,8 @@ fn results() -> SuiteResults {
         load_average_end: "2.5".into(),
         suite_secs: 90.0,
         pinned: None,
+        redis_benchmark: Vec::new(),
+        redis_benchmark_skipped: None,
     }
 }
 

@@ -5,7 +5,6 @@
 use super::{Calibration, ServerKind, SuiteOptions, SuiteResults};
 use crate::target::Target;
 use crate::workload::Entry;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 /// The command redis-benchmark runs for a workload, if it has one.
@@ -29,12 +28,7 @@ pub(super) fn calibrate(
     entries: &[&Entry],
     results: &mut SuiteResults,
 ) {
-    let bin = opts.redis_server.with_file_name("redis-benchmark");
-    let bin = if bin.is_file() {
-        bin
-    } else {
-        PathBuf::from("redis-benchmark")
-    };
+    let bin = super::redis_benchmark::binary(&opts.redis_server);
     let tests: Vec<(&str, &str)> = entries
         .iter()
         .filter_map(|e| redis_benchmark_test(e.name).map(|t| (e.name, t)))
@@ -77,19 +71,24 @@ pub(super) fn calibrate(
             return;
         }
     };
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let cols: Vec<&str> = line.split(',').map(|c| c.trim_matches('"')).collect();
-        let Some((workload, _)) = tests.iter().find(|(_, t)| cols.first() == Some(t)) else {
+    let rows = match super::redis_benchmark::parse_csv(&String::from_utf8_lossy(&out.stdout)) {
+        Ok(rows) => rows,
+        Err(e) => {
+            eprintln!("redis-benchmark's output not understood: {e:#}");
+            return;
+        }
+    };
+    for row in rows {
+        let Some((workload, _)) = tests.iter().find(|(_, t)| row.test == *t) else {
             continue;
         };
-        let num = |i: usize| cols.get(i).and_then(|v| v.parse::<f64>().ok());
-        if let (Some(rps), Some(p50), Some(p99)) = (num(1), num(4), num(6)) {
+        if let (Some(p50), Some(p99)) = (row.p50_ms, row.p99_ms) {
             results.calibration.push(Calibration {
                 server: kind,
                 workload: workload.to_string(),
                 connections: opts.connections,
                 pipeline,
-                throughput: rps,
+                throughput: row.rps,
                 p50_ms: p50,
                 p99_ms: p99,
             });

@@ -1,11 +1,11 @@
 //! The suite's phases, in the order [`run_suite`](super::run_suite) runs
-//! them: every workload on every server, scaling and footprint, one shard,
-//! and the pinned layout.
+//! them: every workload on every server, redis-benchmark on every server,
+//! scaling and footprint, one shard, and the pinned layout.
 
 use super::pin::{affinity, Pin};
 use super::{
-    base_options, calibrate, probes, Pinning, ServerKind, Suite, PINNED_CLIENT_THREADS,
-    VARIANT_ONE_SHARD, VARIANT_PINNED, VARIANT_SCALING,
+    base_options, calibrate, probes, redis_benchmark, Pinning, ServerKind, Suite,
+    PINNED_CLIENT_THREADS, VARIANT_ONE_SHARD, VARIANT_PINNED, VARIANT_SCALING,
 };
 use crate::driver::Stop;
 use crate::target::Side;
@@ -73,6 +73,48 @@ impl Suite<'_> {
                 entries,
                 &mut self.results,
             );
+        }
+        server.stop()
+    }
+
+    /// Phase 1b: redis-benchmark against a fresh `kind` (rushd's RESP
+    /// listener, or redis-server), every test at every pipeline. A missing
+    /// redis-benchmark skips the phase, except under `RUSH_REQUIRE_ALL=1`
+    /// (CI), where it is a failure; an error reply or a failed run is a failure.
+    pub(super) fn redis_benchmark(&mut self, kind: ServerKind) -> anyhow::Result<()> {
+        let opts = self.opts;
+        let bin = redis_benchmark::binary(&opts.redis_server);
+        if !redis_benchmark::installed(&bin) {
+            let why = format!(
+                "{} is not installed (Debian: apt-get install redis-tools)",
+                bin.display()
+            );
+            if std::env::var("RUSH_REQUIRE_ALL").is_ok_and(|v| v == "1") {
+                eprintln!("redis-benchmark phase failed: {why}");
+                self.results
+                    .failures
+                    .push(format!("redis-benchmark phase: {why} (RUSH_REQUIRE_ALL=1)"));
+            } else {
+                eprintln!("redis-benchmark phase skipped: {why}");
+            }
+            self.results.redis_benchmark_skipped = Some(why);
+            return Ok(());
+        }
+        let server = self.start(kind, self.opts.shards, None)?;
+        let Some(addr) = server.resp.clone() else {
+            self.results.failures.push(format!(
+                "redis-benchmark on {}: the server has no RESP listener",
+                kind.label()
+            ));
+            return server.stop();
+        };
+        let rows = &mut self.results.redis_benchmark;
+        if let Err(e) = redis_benchmark::rows_for(&bin, opts, kind, server.child.id(), &addr, rows)
+        {
+            eprintln!("   failed: {e:#}");
+            self.results
+                .failures
+                .push(format!("redis-benchmark on {}: {e:#}", kind.label()));
         }
         server.stop()
     }

@@ -194,6 +194,56 @@ pub struct SuiteResults {
     /// have [`Layout::Pinned`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinned: Option<Pinning>,
+    /// The redis-benchmark phase: redis-benchmark (an independent client)
+    /// against each server's RESP listener (absent in older results).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redis_benchmark: Vec<RedisBenchmarkRow>,
+    /// Why the redis-benchmark phase has no rows, when it was not run
+    /// (skipped by option, or redis-benchmark is not installed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_benchmark_skipped: Option<String>,
+}
+
+/// One redis-benchmark test (`-t set`, …) at one pipeline against one
+/// server, with the server's CPU time over it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RedisBenchmarkRow {
+    pub server: ServerKind,
+    /// redis-benchmark's name of the test: SET, GET, INCR, HSET.
+    pub test: String,
+    /// `-P`: requests in flight per client.
+    pub pipeline: usize,
+    /// `-c`
+    pub clients: usize,
+    /// `-n`: requests of the test.
+    pub requests: u64,
+    /// `-r`: the random part of the keys (`key:__rand_int__`) ranges over this many.
+    pub keyspace: u64,
+    /// `-d`: SET's value size, bytes.
+    pub value_size: usize,
+    /// Requests per second, as redis-benchmark reports it.
+    pub throughput: f64,
+    /// Latencies redis-benchmark reports (its CSV's columns), milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avg_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ms: Option<f64>,
+    /// CPU seconds (user + system, from /proc/PID/stat) the server process
+    /// used while redis-benchmark ran the test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_secs: Option<f64>,
+}
+
+impl RedisBenchmarkRow {
+    /// Server CPU microseconds per request.
+    pub fn server_cpu_us_per_op(&self) -> Option<f64> {
+        let cpu = self.server_cpu_secs?;
+        (self.requests > 0).then(|| cpu * 1e6 / self.requests as f64)
+    }
 }
 
 /// One redis-benchmark figure.

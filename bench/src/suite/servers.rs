@@ -53,6 +53,8 @@ pub(super) struct Server {
     pub target: Target,
     /// rushd's HTTP listener (`/metrics`).
     pub http: Option<String>,
+    /// `HOST:PORT` speaking RESP: rushd's RESP listener, redis-server itself.
+    pub resp: Option<String>,
     pub name: &'static str,
     /// Removed when the server is dropped (after the process is gone).
     pub dir: tempfile::TempDir,
@@ -167,6 +169,9 @@ fn start_rushd(
         "127.0.0.1:0",
         "--http",
         "127.0.0.1:0",
+        // The RESP listener, for redis-benchmark (an explicit address must bind).
+        "--resp",
+        "127.0.0.1:0",
         "--log",
         "warn",
         "--data",
@@ -181,7 +186,8 @@ fn start_rushd(
     let mut child = spawn_tied(&mut cmd).with_context(|| format!("running {}", program(&cmd)))?;
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = std::sync::mpsc::channel();
-    // The first line is "rushd serving ADDR http ADDR"; later ones (logs)
+    // The first line is "rushd serving ADDR http ADDR redirect ADDR resp
+    // ADDR"; later ones (logs)
     // are passed on, so the pipe never fills.
     std::thread::spawn(move || {
         let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
@@ -209,17 +215,25 @@ fn start_rushd(
     let target: Target = format!("rush://{}", parts[2])
         .parse()
         .map_err(|e: String| anyhow::anyhow!(e))?;
-    let http = match (parts.get(3), parts.get(4)) {
-        (Some(&"http"), Some(a)) if *a != "off" => Some(a.to_string()),
-        _ => None,
-    };
+    let http = listener(&parts, "http");
+    let resp = listener(&parts, "resp");
     Ok(Server {
         child,
         target,
         http,
+        resp,
         name: "rushd",
         dir,
     })
+}
+
+/// The address after `name` in rushd's serving line (`None` when "off" or absent).
+fn listener(parts: &[&str], name: &str) -> Option<String> {
+    let i = parts.iter().skip(3).position(|p| *p == name)? + 3;
+    parts
+        .get(i + 1)
+        .filter(|a| **a != "off")
+        .map(|a| a.to_string())
 }
 
 fn start_redis(mut cmd: Command, fsync: &str, dir: tempfile::TempDir) -> anyhow::Result<Server> {
@@ -274,6 +288,7 @@ fn start_redis(mut cmd: Command, fsync: &str, dir: tempfile::TempDir) -> anyhow:
             .parse()
             .map_err(|e: String| anyhow::anyhow!(e))?,
         http: None,
+        resp: Some(addr.clone()),
         name: "redis-server",
         dir,
     })
@@ -313,6 +328,22 @@ pub(super) fn redis_version(bin: &Path) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_listeners_from_the_serving_line() {
+        let line =
+            "rushd serving 127.0.0.1:4000 http 127.0.0.1:4001 redirect off resp 127.0.0.1:4002";
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(listener(&parts, "http").as_deref(), Some("127.0.0.1:4001"));
+        assert_eq!(listener(&parts, "resp").as_deref(), Some("127.0.0.1:4002"));
+        assert_eq!(listener(&parts, "redirect"), None);
+        // An older rushd's line has no resp.
+        let old: Vec<&str> = "rushd serving 127.0.0.1:4000 http 127.0.0.1:4001"
+            .split_whitespace()
+            .collect();
+        assert_eq!(listener(&old, "resp"), None);
+        assert_eq!(listener(&old, "http").as_deref(), Some("127.0.0.1:4001"));
+    }
 
     #[test]
     fn pinned_servers_start_under_taskset() {

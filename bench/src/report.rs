@@ -133,7 +133,7 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::suite::Layout;
     use serde_json::{json, Value};
@@ -172,7 +172,8 @@ mod tests {
         run
     }
 
-    fn results_json(runs: Vec<Value>, pinned: Option<Value>) -> Value {
+    /// A results.json of these runs (the report's tests and its sections').
+    pub(crate) fn results_json(runs: Vec<Value>, pinned: Option<Value>) -> Value {
         let mut r = json!({
             "mode": "full", "generated": "2026-12-01 10:00 UTC",
             "machine": {"cpu": "Test CPU", "cores": 2, "memory_gib": 8.0, "kernel": "6.1",

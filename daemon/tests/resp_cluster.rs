@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{redis_cli_session, venv_python, TestNode};
+use common::{redis_cli_cases, redis_cli_session, venv_python, TestNode};
 use rush_client::protocol::cmd::{ClusterSlotsReply, SlotRange};
 use rush_client::protocol::key_slot;
 use rush_daemon::resp::table::SPECS;
@@ -167,16 +167,8 @@ async fn redis_cli_runs_the_node_commands_in_resp2_and_resp3() {
                     .into(),
             ),
         ];
-        for (args, want) in &cases {
-            let Some(got) = run(addr, resp3, args) else {
-                return;
-            };
-            assert_eq!(
-                &got,
-                want,
-                "redis-cli{} {args:?}",
-                if resp3 { " -3" } else { "" }
-            );
+        if !redis_cli_cases(addr, resp3, &cases) {
+            return;
         }
         let run = |args: &[&str]| run(addr, resp3, args).unwrap();
 

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{redis_cli, TestNode};
+use common::{redis_cli, redis_cli_cases, TestNode};
 use rush_client::protocol::cmd::Scope;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -1116,16 +1116,8 @@ async fn redis_cli_runs_each_family_in_resp2_and_resp3() {
                 },
             ),
         ];
-        for (args, want) in &cases {
-            let Some(got) = redis_cli(addr, resp3, args) else {
-                return;
-            };
-            assert_eq!(
-                &got,
-                want,
-                "redis-cli{} {args:?}",
-                if resp3 { " -3" } else { "" }
-            );
+        if !redis_cli_cases(addr, resp3, &cases) {
+            return;
         }
         // An envelope: its id first, then its shares and the denial.
         let made = redis_cli(

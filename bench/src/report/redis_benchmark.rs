@@ -160,16 +160,7 @@ mod tests {
     }
 
     fn results(rows: Vec<RedisBenchmarkRow>, skipped: Option<&str>) -> SuiteResults {
-        let json = serde_json::json!({
-            "mode": "quick", "generated": "2026-12-01 10:00 UTC",
-            "machine": {"cpu": "Test CPU", "cores": 2, "memory_gib": 8.0, "kernel": "6.1",
-                        "load_average": "0.5", "data_fs": "ext4"},
-            "rushd": "target/debug/rushd", "rushd_profile": "debug",
-            "rush_shards": "2", "redis_version": "7.0.15",
-            "connections": 50, "client_threads": 2, "duration_secs": 1.0, "sweep_secs": 0.5,
-            "keys": 1000, "dist": "uniform", "value_size": 100,
-            "runs": [], "failures": []
-        });
+        let json = crate::report::tests::results_json(Vec::new(), None);
         let mut r: SuiteResults = serde_json::from_value(json).expect("loads");
         assert!(r.redis_benchmark.is_empty() && r.redis_benchmark_skipped.is_none());
         r.redis_benchmark = rows;

@@ -404,6 +404,23 @@ pub fn redis_cli(addr: SocketAddr, resp3: bool, args: &[&str]) -> Option<String>
     redis_cli_session(addr, resp3, false, args, "")
 }
 
+/// Run each case's arguments through `redis-cli` and assert its output;
+/// false (after saying why) when redis-cli is not installed.
+pub fn redis_cli_cases(addr: SocketAddr, resp3: bool, cases: &[(Vec<&str>, String)]) -> bool {
+    for (args, want) in cases {
+        let Some(got) = redis_cli(addr, resp3, args) else {
+            return false;
+        };
+        assert_eq!(
+            &got,
+            want,
+            "redis-cli{} {args:?}",
+            if resp3 { " -3" } else { "" }
+        );
+    }
+    true
+}
+
 /// `redis-cli` (`-c`: following MOVED) with these arguments, or with
 /// `stdin`'s commands on one connection; None (after saying why) when it
 /// is not installed.

@@ -279,6 +279,75 @@ async fn batch_is_atomic() {
     node.stop().await;
 }
 
+/// CHECK's TTL conditions through the binary client: a key without an
+/// expiry expires never; a missing key satisfies none; a condition that
+/// names a field is refused and writes nothing; a failed one aborts its
+/// batch with the key's expiry in the message.
+#[tokio::test]
+async fn ttl_conditions_gate_a_batch() {
+    let node = TestNode::start().await;
+    let c = &node.client;
+    c.set("{t}:p", "v").await.unwrap();
+    c.set_with("{t}:v", "v", Duration::from_secs(100), SetCond::Always)
+        .await
+        .unwrap();
+    let holds =
+        |key: &'static str, cond: Cond| async move { c.check(key, None, cond).await.unwrap() };
+    assert!(holds("{t}:p", Cond::NoTtl).await && !holds("{t}:p", Cond::HasTtl).await);
+    assert!(holds("{t}:v", Cond::HasTtl).await && !holds("{t}:v", Cond::NoTtl).await);
+    // 100 s left: below 200 s, above 50 s; no expiry is above everything.
+    assert!(holds("{t}:v", Cond::TtlBelow(200_000)).await);
+    assert!(!holds("{t}:v", Cond::TtlBelow(50_000)).await);
+    assert!(holds("{t}:v", Cond::TtlAbove(50_000)).await);
+    assert!(holds("{t}:p", Cond::TtlAbove(i64::MAX)).await);
+    assert!(!holds("{t}:p", Cond::TtlBelow(i64::MAX)).await);
+    for cond in [
+        Cond::NoTtl,
+        Cond::HasTtl,
+        Cond::TtlBelow(1),
+        Cond::TtlAbove(-1),
+    ] {
+        assert!(!holds("{t}:missing", cond).await);
+    }
+
+    // A field with a TTL condition: BAD_REQUEST, and the batch wrote nothing.
+    let err = c
+        .batch()
+        .set("{t}:w", "x", Duration::ZERO)
+        .check("{t}:v", Some("f"), Cond::HasTtl)
+        .exec()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::BadRequest), "{err}");
+    assert!(!c.exists("{t}:w").await.unwrap());
+
+    // GT's batch: lengthen only. 50 s is no later than 100 s: refused, the
+    // TTL stays; 300 s is.
+    let err = c
+        .batch()
+        .check("{t}:v", None, Cond::TtlBelow(50_000))
+        .expire("{t}:v", Duration::from_secs(50))
+        .exec()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::ConditionFailed));
+    assert!(err.to_string().contains("the key expires in"), "{err}");
+    // (The daemon's clock runs on in real time between the calls.)
+    let left = |t| match t {
+        TtlReply::Remaining(ms) => ms,
+        other => panic!("{other:?}"),
+    };
+    assert!((90_000..=100_000).contains(&left(c.ttl("{t}:v").await.unwrap())));
+    c.batch()
+        .check("{t}:v", None, Cond::TtlBelow(300_000))
+        .expire("{t}:v", Duration::from_secs(300))
+        .exec()
+        .await
+        .unwrap();
+    assert!((290_000..=300_000).contains(&left(c.ttl("{t}:v").await.unwrap())));
+    node.stop().await;
+}
+
 #[tokio::test]
 async fn batch_across_slots_is_crossslot() {
     let node = TestNode::start().await;

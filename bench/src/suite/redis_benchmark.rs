@@ -247,20 +247,10 @@ mod tests {
     /// Captured from a real run here: redis-benchmark 7.0.15 (Debian
     /// redis-tools), `-t set,get,incr,hset -P 16 -c 10 -n 20000 -r 1000
     /// --csv` against redis-server 7.0.15 on loopback.
-    const CSV_7_0: &str = r#""test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
-"SET","259740.27","0.532","0.144","0.463","0.887","1.143","5.959"
-"GET","298507.47","0.424","0.120","0.375","0.695","0.791","4.367"
-"INCR","303030.31","0.443","0.112","0.375","0.743","1.015","6.047"
-"HSET","392156.88","0.311","0.080","0.263","0.503","0.783","4.551"
-"#;
+    const CSV_7_0: &str = include_str!("testdata/redis-benchmark-7.0-p16.csv");
 
     /// Also captured here: the same at `-P 1 -c 10 -n 5000`.
-    const CSV_7_0_P1: &str = r#""test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
-"SET","12500.00","0.719","0.048","0.143","4.311","8.471","10.423"
-"GET","13888.89","0.668","0.048","0.151","4.191","6.983","9.615"
-"INCR","15151.51","0.575","0.032","0.127","4.255","8.399","10.119"
-"HSET","15105.74","0.563","0.048","0.135","3.551","6.447","12.263"
-"#;
+    const CSV_7_0_P1: &str = include_str!("testdata/redis-benchmark-7.0-p1.csv");
 
     #[test]
     fn parses_redis_benchmark_csv() {

@@ -1,4 +1,4 @@
-//! Catalog lookups: records grouped under an owner, found by owner or alias.
+//! The catalog: records grouped under an owner, found by owner or alias.
 //!
 //! ```no_run
 //! # async fn demo(c: rush_client::Client) -> Result<(), rush_client::ClientError> {

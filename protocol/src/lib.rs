@@ -49,7 +49,7 @@ pub enum Service {
     Links,
     /// 0x40–0x4f: purchase limits.
     Limits,
-    /// 0x50–0x5f: Bloom-guarded catalog lookups.
+    /// 0x50–0x5f: the catalog (Bloom-guarded lookups).
     Catalog,
     /// 0x60–0x6f: red envelopes.
     Envelopes,
@@ -285,7 +285,7 @@ commands! {
     0x44 "LIMIT_POLICY_GET" => LimitPolicyGet(LimitPolicyGet) -> PolicyDef, idempotent = true;
     0x45 "LIMIT_POLICY_LIST" => LimitPolicyList(LimitPolicyList) -> PolicyListReply, idempotent = true;
 
-    // ── catalog lookups (0x50–0x5f) ──────────────────────────────────────
+    // ── catalog (0x50–0x5f) ──────────────────────────────────────────────
     /// Add or replace one record of an owner.
     0x50 "CATALOG_PUT" => CatalogPut(CatalogPut) -> bool, idempotent = true;
     /// Remove one record of an owner.

@@ -137,12 +137,19 @@ fn info_reply() -> InfoReply {
         ("keys_estimate", "5000"),
         ("sst_bytes", "1048576"),
         ("memtable_bytes", "65536"),
+        // Storage settled: no background work owed.
+        ("compactions_running", "0"),
+        ("flushes_running", "0"),
+        ("flushes_pending", "0"),
+        ("compaction_pending_bytes", "0"),
         ("queued_requests", "0"),
         ("clock_ms", "1767225600000"),
         ("cluster_epoch", "2"),
         ("cluster_nodes", "2"),
         ("cluster_slots_owned", "8192"),
         ("advertise", "h:1"),
+        // The map gives "a" no RESP address: the default, port + 2.
+        ("resp_advertise", "h:3"),
     ];
     InfoReply {
         rows: rows
@@ -751,6 +758,7 @@ fn vectors_agree_with_each_other() {
         ("cluster_nodes", map.nodes.len().to_string()),
         ("cluster_slots_owned", owned.to_string()),
         ("advertise", me.addr.clone()),
+        ("resp_advertise", me.resp_addr()),
     ] {
         assert_eq!(info.get(name), Some(value.as_str()), "INFO {name}");
     }
@@ -964,6 +972,27 @@ fn document_matches_code() {
             "PROTOCOL.md vector {n:?} is not checked by this test"
         );
     }
+}
+
+/// The INFO vector has the rows PROTOCOL.md lists for INFO, in that order
+/// (the order the server sends them).
+#[test]
+fn info_vector_has_the_documented_rows() {
+    let doc = protocol_md();
+    let listed = doc
+        .split("### INFO (0x03)")
+        .nth(1)
+        .and_then(|s| s.split("in that order").next())
+        .expect("an INFO section listing its rows");
+    let names: Vec<&str> = listed
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .collect();
+    let info = info_reply();
+    let rows: Vec<&str> = info.rows.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(rows, names);
 }
 
 /// PROTOCOL.md's "Compatibility" rules, on the document's own vectors: a

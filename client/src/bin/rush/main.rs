@@ -174,7 +174,7 @@ enum Cmd {
     Cluster(cluster::ClusterCmd),
     /// Compact storage now (admin).
     Compact,
-    /// Catalog lookups: records under owners, aliases, shedding, warm-up.
+    /// The catalog: records under owners, aliases, shedding, warm-up.
     #[command(subcommand)]
     Catalog(catalog::CatalogCmd),
     /// Red envelopes: create, grab, info, refunds, audit.

@@ -1,4 +1,4 @@
-//! Catalog lookups: records grouped under an owner key (a merchant code),
+//! The catalog: records grouped under an owner key (a merchant code),
 //! found by owner or through an alias (name, account, … → owner).
 //!
 //! Owners route by `key_slot(owner)`; aliases by [`alias_slot`]. A query by

@@ -148,9 +148,6 @@ pub struct Job {
     pub reply: ReplyTo,
 }
 
-// Jobs and batches are nearly every message: boxing them to shrink the rare
-// others would allocate per request.
-#[allow(clippy::large_enum_variant)]
 pub enum ShardMsg {
     /// The node the shard serves (sent once, before any connection).
     Node(Arc<NodeShared>),

@@ -127,7 +127,6 @@ impl ShardHandle {
     /// Forward a batch of requests from another shard: `Ok` when all were
     /// taken; otherwise the batch comes back (the queue is full or the
     /// shard is gone) for the sender to answer BUSY / UNAVAILABLE.
-    #[allow(clippy::result_large_err)]
     pub(crate) fn forward(&self, batch: super::forward::Batch) -> Result<(), ForwardRefused> {
         let n = batch.len();
         if !self.reserve(n) {

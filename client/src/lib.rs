@@ -604,6 +604,11 @@ impl Client {
             .map(|r| r.fields)
     }
 
+    /// How many fields the hash at `key` has (0 when missing).
+    pub async fn hlen(&self, key: impl Into<Bytes>) -> Result<u64, ClientError> {
+        self.call(HLen { key: key.into() }).await
+    }
+
     pub async fn check(
         &self,
         key: impl Into<Bytes>,

@@ -289,6 +289,14 @@ async fn a_slot_range_moves_with_all_its_data() {
     for k in &kv {
         c.set(k.clone(), k.clone()).await.unwrap();
     }
+    // Hashes, stored field by field: every field moves with its header.
+    let hashes = keys_in("hash", MOVING, 10);
+    for h in &hashes {
+        let fields: Vec<_> = (0..30)
+            .map(|f| (format!("f{f}"), format!("{h}/{f}")))
+            .collect();
+        c.hset(h.clone(), fields).await.unwrap();
+    }
     let mut codes = Vec::new();
     for slot in MOVING.step_by(10) {
         let items = (0..5)
@@ -382,6 +390,17 @@ async fn a_slot_range_moves_with_all_its_data() {
             c.get(k.clone()).await.unwrap(),
             Some(Bytes::from(k.clone()))
         );
+    }
+    for h in &hashes {
+        assert_eq!(c.hlen(h.clone()).await.unwrap(), 30);
+        let all = c.hgetall(h.clone()).await.unwrap();
+        assert_eq!(all.len(), 30);
+        for (f, v) in &all {
+            let f = std::str::from_utf8(f).unwrap();
+            assert_eq!(v, &format!("{h}/{}", &f[1..]));
+        }
+        assert_eq!(c.hset(h.clone(), [("after-move", "x")]).await.unwrap(), 1);
+        assert_eq!(c.hlen(h.clone()).await.unwrap(), 31);
     }
     for code in &codes {
         assert!(c

@@ -253,6 +253,8 @@ commands! {
     0x1a "HDEL" => HDel(HDel) -> u64, idempotent = true;
     0x1b "HINCRBY" => HIncrBy(HIncrBy) -> i64, idempotent = false;
     0x1c "HGETALL" => HGetAll(HGetAll) -> HGetAllReply, idempotent = true;
+    /// A hash's field count, without reading its fields.
+    0x1d "HLEN" => HLen(HLen) -> u64, idempotent = true;
     /// A condition; inside BATCH a false one aborts the batch.
     0x1e "CHECK" => Check(Check) -> bool, idempotent = true;
     /// Operations on keys of one slot, applied atomically.

@@ -77,6 +77,7 @@ fn key_op() -> impl Strategy<Value = Request> {
         }
         .into()),
         key().prop_map(|key| HGetAll { key }.into()),
+        key().prop_map(|key| HLen { key }.into()),
         (key(), proptest::option::of(bytes(8)), cond()).prop_map(|(key, field, cond)| Check {
             key,
             field,
@@ -754,6 +755,7 @@ fn service_reply() -> impl Strategy<Value = Reply> {
         any::<u64>().prop_map(Reply::HSet),
         proptest::option::of(bytes(32)).prop_map(Reply::HGet),
         any::<u64>().prop_map(Reply::HDel),
+        any::<u64>().prop_map(Reply::HLen),
         any::<i64>().prop_map(Reply::HIncrBy),
         any::<bool>().prop_map(Reply::Check),
         any::<u64>().prop_map(Reply::ClusterSetMap),

@@ -17,7 +17,8 @@ impl Kv {
         let (holds, shown) = if r.cond.is_ttl() {
             ttl_holds(r, &entry, now)?
         } else {
-            value_holds(r, entry)?
+            let current = self.current(r, entry, txn)?;
+            value_holds(r, current)?
         };
         if in_batch && !holds {
             return Err(RushError::new(
@@ -56,24 +57,33 @@ impl std::fmt::Display for Found {
     }
 }
 
-/// Whether a condition on the value holds, and what the value is.
-fn value_holds(r: &Check, entry: Entry) -> Result<(bool, Found), RushError> {
-    let current: Option<Vec<u8>> = match (entry, &r.field) {
-        (Entry::Missing, _) => None,
-        (Entry::String { value, .. }, None) => Some(value.to_vec()),
-        (Entry::String { .. }, Some(_)) => {
-            return Err(RushError::wrong_type("CHECK with a field on a string"))
-        }
-        (Entry::Hash { fields, .. }, Some(f)) => fields.get(f.as_ref()).cloned(),
-        (Entry::Hash { .. }, None) => match r.cond {
-            Cond::Exists | Cond::Missing => Some(Vec::new()),
-            _ => {
-                return Err(RushError::wrong_type(
-                    "CHECK comparing a whole hash; name a field",
-                ))
+impl Kv {
+    /// The value a condition on the value is about: the string, or the
+    /// named hash field (a whole hash only exists or doesn't).
+    fn current(&self, r: &Check, entry: Entry, txn: &Txn) -> Result<Option<Vec<u8>>, RushError> {
+        Ok(match (entry, &r.field) {
+            (Entry::Missing, _) => None,
+            (Entry::String { value, .. }, None) => Some(value.to_vec()),
+            (Entry::String { .. }, Some(_)) => {
+                return Err(RushError::wrong_type("CHECK with a field on a string"))
             }
-        },
-    };
+            (Entry::Hash { hash, .. }, Some(f)) => {
+                self.hash_field(&r.key, &hash, f, txn)?.map(|v| v.to_vec())
+            }
+            (Entry::Hash { .. }, None) => match r.cond {
+                Cond::Exists | Cond::Missing => Some(Vec::new()),
+                _ => {
+                    return Err(RushError::wrong_type(
+                        "CHECK comparing a whole hash; name a field",
+                    ))
+                }
+            },
+        })
+    }
+}
+
+/// Whether a condition on the value holds, and what the value is.
+fn value_holds(r: &Check, current: Option<Vec<u8>>) -> Result<(bool, Found), RushError> {
     let int = |v: &Option<Vec<u8>>| v.as_deref().map(parse_int).unwrap_or(Ok(0));
     let holds = match &r.cond {
         Cond::Exists => current.is_some(),

@@ -1,4 +1,5 @@
-//! EXPIRE: set (or, with 0, clear) a key's TTL, string or hash.
+//! EXPIRE: set (or, with 0, clear) a key's TTL, string or hash. A hash's
+//! TTL is in its header: its fields are not rewritten.
 
 use super::{expiry, Entry, Kv};
 use crate::shard::txn::Txn;
@@ -11,7 +12,11 @@ impl Kv {
         match self.load(&r.key, now, txn)? {
             Entry::Missing => return Ok(Reply::Expire(false)),
             Entry::String { value, .. } => self.store_string(&r.key, expires_at, &value, txn),
-            Entry::Hash { fields, .. } => self.store_hash(&r.key, expires_at, &fields, txn)?,
+            Entry::Hash { .. } => {
+                let mut h = self.hash_for_write(&r.key, now, txn)?;
+                h.expires_at = expires_at;
+                h.finish(self, &r.key, txn);
+            }
         }
         Ok(Reply::Expire(true))
     }

@@ -7,14 +7,15 @@ use rush_protocol::{Reply, RushError};
 
 impl Kv {
     pub(super) fn hdel(&self, r: &HDel, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
-        let (mut h, expires_at) = self.load_hash(&r.key, now, txn)?;
-        let removed = r
-            .fields
-            .iter()
-            .filter(|f| h.remove(f.as_ref()).is_some())
-            .count() as u64;
-        if removed > 0 {
-            self.store_hash(&r.key, expires_at, &h, txn)?;
+        let mut h = self.hash_for_write(&r.key, now, txn)?;
+        let mut removed = 0;
+        for f in &r.fields {
+            if h.remove(&r.key, f, txn)? {
+                removed += 1;
+            }
+        }
+        if removed > 0 || h.converted() {
+            h.finish(self, &r.key, txn);
         }
         Ok(Reply::HDel(removed))
     }

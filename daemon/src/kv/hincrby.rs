@@ -3,8 +3,7 @@
 use super::{parse_int, Kv};
 use crate::shard::txn::Txn;
 use rush_protocol::cmd::HIncrBy;
-use rush_protocol::limits::MAX_HASH_FIELDS;
-use rush_protocol::{ErrorCode, Reply, RushError};
+use rush_protocol::{Reply, RushError};
 
 impl Kv {
     pub(super) fn hincr_by(
@@ -13,22 +12,23 @@ impl Kv {
         now: u64,
         txn: &mut Txn,
     ) -> Result<Reply, RushError> {
-        let (mut h, expires_at) = self.load_hash(&r.key, now, txn)?;
-        let current = match h.get(r.field.as_ref()) {
+        let mut h = self.hash_for_write(&r.key, now, txn)?;
+        let old = h.get(&r.key, &r.field, txn)?;
+        let current = match &old {
             Some(v) => parse_int(v)?,
             None => 0,
         };
         let next = current
             .checked_add(r.delta)
             .ok_or_else(|| RushError::bad_request("increment would overflow"))?;
-        h.insert(r.field.to_vec(), next.to_string().into_bytes());
-        if h.len() > MAX_HASH_FIELDS {
-            return Err(RushError::new(
-                ErrorCode::TooLarge,
-                "hash has too many fields",
-            ));
-        }
-        self.store_hash(&r.key, expires_at, &h, txn)?;
+        h.put(
+            &r.key,
+            &r.field,
+            next.to_string().as_bytes(),
+            Some(old),
+            txn,
+        )?;
+        h.finish(self, &r.key, txn);
         Ok(Reply::HIncrBy(next))
     }
 }

@@ -1,6 +1,7 @@
-//! Generic keys: strings, integers-as-strings and small hashes, with TTLs, and
+//! Generic keys: strings, integers-as-strings and hashes, with TTLs, and
 //! BATCH/CHECK for atomic check-then-write in one slot. Every key lives under
-//! `keys::kv(slot, key)`; a value's kind (string or hash) is in its header.
+//! `keys::kv(slot, key)`; a value's kind (string or hash header) is in its
+//! header. A hash's fields are values of their own (see `hash`).
 //!
 //! One file per request, named as in `rush_protocol::cmd`.
 
@@ -11,10 +12,12 @@ mod del;
 mod exists;
 mod expire;
 mod get;
+mod hash;
 mod hdel;
 mod hget;
 mod hgetall;
 mod hincrby;
+mod hlen;
 mod hset;
 mod incrby;
 mod set;
@@ -26,12 +29,11 @@ use crate::shard::service::{Cx, ShardService};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
 use crate::storage::keys::kind;
-use crate::storage::value::{self, Hash, Stored};
+use crate::storage::value::{self, Stored};
 use bytes::Bytes;
 use rush_protocol::{Reply, Request, RushError, Service};
 
-/// Largest encoded hash, so one HSET loop can't build a giant value.
-pub const MAX_HASH_BYTES: usize = 8 << 20;
+pub use hash::MAX_HASH_BYTES;
 
 /// The generic key service of one shard. Stateless apart from its settings:
 /// every read goes through the group's [`Txn`] to RocksDB.
@@ -44,7 +46,7 @@ pub struct Kv {
 pub(crate) enum Entry {
     Missing,
     String { expires_at: u64, value: Bytes },
-    Hash { expires_at: u64, fields: Hash },
+    Hash { expires_at: u64, hash: hash::Stored },
 }
 
 pub(crate) fn storage_error(e: impl std::fmt::Display) -> RushError {
@@ -93,6 +95,7 @@ impl Kv {
             Request::HDel(r) => self.hdel(r, now, txn),
             Request::HIncrBy(r) => self.hincr_by(r, now, txn),
             Request::HGetAll(r) => self.hgetall(r, now, txn),
+            Request::HLen(r) => self.hlen(r, now, txn),
             Request::Check(r) => self.check(r, now, txn, in_batch),
             other => Err(RushError::bad_request(format!(
                 "{} is not a key operation",
@@ -115,10 +118,19 @@ impl Kv {
                 expires_at: stored.expires_at,
                 value: raw.slice(value::HEADER..),
             }),
+            kind::HASH_HEAD => Ok(Entry::Hash {
+                expires_at: stored.expires_at,
+                hash: hash::Stored::Fields(
+                    hash::Head::decode(stored.payload)
+                        .map_err(|e| RushError::internal(e.to_string()))?,
+                ),
+            }),
             kind::HASH => Ok(Entry::Hash {
                 expires_at: stored.expires_at,
-                fields: value::decode_hash(stored.payload)
-                    .map_err(|e| RushError::internal(e.to_string()))?,
+                hash: hash::Stored::Whole(
+                    value::decode_hash(stored.payload)
+                        .map_err(|e| RushError::internal(e.to_string()))?,
+                ),
             }),
             k => Err(RushError::internal(format!(
                 "generic key holds value kind {k}"
@@ -126,11 +138,16 @@ impl Kv {
         }
     }
 
-    /// The hash at `key` (empty when missing) and its expiry.
-    fn load_hash(&self, key: &[u8], now: u64, txn: &Txn) -> Result<(Hash, u64), RushError> {
+    /// The live hash at `key`, if there is one; WRONG_TYPE on a string.
+    fn load_hash(
+        &self,
+        key: &[u8],
+        now: u64,
+        txn: &Txn,
+    ) -> Result<Option<hash::Stored>, RushError> {
         match self.load(key, now, txn)? {
-            Entry::Missing => Ok((Hash::new(), 0)),
-            Entry::Hash { expires_at, fields } => Ok((fields, expires_at)),
+            Entry::Missing => Ok(None),
+            Entry::Hash { hash, .. } => Ok(Some(hash)),
             Entry::String { .. } => Err(RushError::wrong_type("hash operation on a string")),
         }
     }
@@ -139,34 +156,6 @@ impl Kv {
         let skey = keys::kv(rush_protocol::key_slot(key), key);
         txn.put(skey, value::encode(kind::STRING, expires_at, v));
         self.mark_durable(txn);
-    }
-
-    /// Store a hash; an empty hash is removed (as in Redis).
-    pub(crate) fn store_hash(
-        &self,
-        key: &[u8],
-        expires_at: u64,
-        h: &Hash,
-        txn: &mut Txn,
-    ) -> Result<(), RushError> {
-        let skey = keys::kv(rush_protocol::key_slot(key), key);
-        if h.is_empty() {
-            txn.delete(skey);
-        } else {
-            let payload = value::encode_hash(h);
-            if payload.len() > MAX_HASH_BYTES {
-                return Err(RushError::new(
-                    rush_protocol::ErrorCode::TooLarge,
-                    format!(
-                        "hash would be {} bytes, over the limit of {MAX_HASH_BYTES}",
-                        payload.len()
-                    ),
-                ));
-            }
-            txn.put(skey, value::encode(kind::HASH, expires_at, &payload));
-        }
-        self.mark_durable(txn);
-        Ok(())
     }
 
     pub(crate) fn remove(&self, key: &[u8], txn: &mut Txn) {

@@ -39,8 +39,6 @@ pub enum Shape {
     CountTrue,
     /// BATCH of GETs or HGETs → array of bulk or null.
     Values,
-    /// HGETALL → how many fields (HLEN).
-    Len,
     /// BATCH [TTL, EXPIRE 0] → `:1` if the key had a TTL (PERSIST).
     Persist,
     /// BATCH [CHECK × `checks`, writes…] → `:1`, or `:0` when one of the

@@ -149,7 +149,7 @@ pub fn render(out: &mut BytesMut, proto: &mut u8, shape: &Shape, result: Result<
         (Shape::Present, Reply::HGet(v) | Reply::Get(v)) => {
             write::integer(out, i64::from(v.is_some()))
         }
-        (Shape::Integer, Reply::HSet(n) | Reply::HDel(n) | Reply::DbSize(n)) => {
+        (Shape::Integer, Reply::HSet(n) | Reply::HDel(n) | Reply::HLen(n) | Reply::DbSize(n)) => {
             write::integer(out, i64::try_from(n).unwrap_or(i64::MAX))
         }
         (Shape::Integer, Reply::IncrBy(n) | Reply::HIncrBy(n)) => write::integer(out, n),
@@ -170,7 +170,6 @@ pub fn render(out: &mut BytesMut, proto: &mut u8, shape: &Shape, result: Result<
                 }
             }
         }
-        (Shape::Len, Reply::HGetAll(h)) => write::integer(out, h.fields.len() as i64),
         (Shape::Persist, Reply::Batch(b)) => {
             let had_ttl = matches!(b.results.first(), Some(Reply::Ttl(TtlReply::Remaining(_))));
             write::integer(out, i64::from(had_ttl))

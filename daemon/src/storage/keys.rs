@@ -77,11 +77,18 @@ byte_table! {
     /// Keyspace bytes: the third byte of every shard key. Each service owns
     /// its own ([`SERVICES`]); values never mix across them.
     ks {
-        /// Generic keys: strings and hashes (GET/SET/HSET…).
+        /// Generic keys: strings and hashes (GET/SET/HSET…). A hash's value
+        /// here is its header (`kind::HASH_HEAD`); its fields are in
+        /// `HASH_FIELD`.
         KV = 0x01,
         /// ID segment high-water marks: `kind: u8` ([`super::seq`]) → `u64`
         /// (see `segments`).
         SEQUENCE = 0x02,
+        /// One value per hash field: `part(key) | u64 version | field` (see
+        /// [`super::hash_field`]). The header under the key is the truth: a
+        /// field whose header is gone, expired or of another version is
+        /// dead, and the compaction filter drops it (`storage::ttl`).
+        HASH_FIELD = 0x03,
 
         // ── short links (0x10–0x1f) ─────────────────────────────────────
         /// Links by code: `u8 code length | code` → link record. Aliases and
@@ -153,9 +160,17 @@ pub mod kind {
     use super::ks;
 
     pub const STRING: u8 = 0x01;
+    /// A whole hash in one value, the layout before per-field storage
+    /// (`value::decode_hash`). Nothing writes it now: one is read as it is,
+    /// and stored field by field on its first write (`kv::hash`).
     pub const HASH: u8 = 0x02;
     /// An ID sequence's high-water mark (`u64`).
     pub const SEQUENCE: u8 = 0x03;
+    /// A hash's header: `u64 version | u32 fields | u64 bytes` (see
+    /// `kv::hash`); the header's expiry is the hash's.
+    pub const HASH_HEAD: u8 = 0x04;
+    /// One field's value (no expiry: it lives as long as its header).
+    pub const HASH_FIELD: u8 = 0x05;
 
     // Short links (see `links::record`).
     /// A link record; the header's expiry is the link's.
@@ -201,6 +216,8 @@ pub mod kind {
         ("STRING", STRING, ks::KV),
         ("HASH", HASH, ks::KV),
         ("SEQUENCE", SEQUENCE, ks::SEQUENCE),
+        ("HASH_HEAD", HASH_HEAD, ks::KV),
+        ("HASH_FIELD", HASH_FIELD, ks::HASH_FIELD),
         ("LINK", LINK, ks::LINK),
         ("LINK_REUSE", LINK_REUSE, ks::LINK_REUSE),
         ("LINK_RESERVED", LINK_RESERVED, ks::LINK_RESERVED),
@@ -433,6 +450,37 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 /// A generic key's storage key.
 pub fn kv(slot: u16, key: &[u8]) -> Vec<u8> {
     KeyBuf::new(slot, ks::KV).tail(key).build()
+}
+
+/// The storage key of field `field` of version `version` of the hash at
+/// `key` (the version is in the hash's header: a new hash on the same key
+/// gets a new one, so the fields of an old one never show through).
+pub fn hash_field(slot: u16, key: &[u8], version: u64, field: &[u8]) -> Vec<u8> {
+    KeyBuf::new(slot, ks::HASH_FIELD)
+        .part(key)
+        .u64(version)
+        .tail(field)
+        .build()
+}
+
+/// `[start, end)` covering every field of one version of the hash at `key`,
+/// in field order.
+pub fn hash_fields(slot: u16, key: &[u8], version: u64) -> (Vec<u8>, Vec<u8>) {
+    let start = KeyBuf::new(slot, ks::HASH_FIELD)
+        .part(key)
+        .u64(version)
+        .build();
+    let end = prefix_end(&start);
+    (start, end)
+}
+
+/// A hash field's storage key taken apart: the slot, the hash's key, the
+/// version and the field.
+pub fn parse_hash_field(raw: &[u8]) -> Option<(u16, &[u8], u64, &[u8])> {
+    let slot = slot_of(raw)?;
+    let (key, rest) = take_part(rest_in(raw, ks::HASH_FIELD)?)?;
+    let (version, field) = rest.split_first_chunk::<8>()?;
+    Some((slot, key, u64::from_be_bytes(*version), field))
 }
 
 /// The high-water mark of one ID sequence of a slot.

@@ -106,7 +106,10 @@ impl Storage {
         }
 
         let cache = Cache::new_lru_cache(cfg.block_cache_mb.max(8) << 20);
-        let shard_opts = || {
+        // Where the compaction filters find the database (to read hash
+        // headers), once it is open.
+        let filter_db: ttl::DbSlot = Default::default();
+        let shard_opts = |name: &str| {
             let mut o = Options::default();
             let mut block = BlockBasedOptions::default();
             block.set_block_cache(&cache);
@@ -135,6 +138,8 @@ impl Storage {
             o.set_compression_type(rocksdb::DBCompressionType::Lz4);
             o.set_compaction_filter_factory(TtlFilterFactory {
                 clock: clock.clone(),
+                db: filter_db.clone(),
+                cf: name.to_string(),
             });
             o
         };
@@ -164,7 +169,7 @@ impl Storage {
             let opts = if name == cf::META {
                 small()
             } else {
-                shard_opts()
+                shard_opts(name)
             };
             descriptors.push(ColumnFamilyDescriptor::new(name, opts));
         }
@@ -174,8 +179,11 @@ impl Storage {
         sync_opts.set_sync(true);
         layout::settle(&mut db, &names, &existing, shards, &sync_opts, &dir)?;
 
+        let db = Arc::new(db);
+        // Only a weak reference: the filters never keep the database open.
+        let _ = filter_db.set(Arc::downgrade(&db));
         Ok(Storage {
-            db: Arc::new(db),
+            db,
             shard_cfs: (0..shards).map(cf::shard).collect(),
             dir,
             sync_opts,
@@ -383,5 +391,15 @@ impl Storage {
             self.db.flush_cf(self.cf(i))?;
         }
         Ok(())
+    }
+}
+
+impl Drop for Storage {
+    /// Stop compactions before the database closes: a compaction filter
+    /// holding the database while it reads a hash header must be done with
+    /// it first, or the last reference could be dropped on a compaction
+    /// thread, which would wait for itself.
+    fn drop(&mut self) {
+        self.db.cancel_all_background_work(true);
     }
 }

@@ -40,6 +40,7 @@ impl Batch {
                 | Opcode::HDel
                 | Opcode::HIncrBy
                 | Opcode::HGetAll
+                | Opcode::HLen
                 | Opcode::Check
         )
     }

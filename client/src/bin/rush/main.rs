@@ -166,6 +166,8 @@ enum Cmd {
     },
     /// All fields of a hash, one "field value" per line.
     Hgetall { key: String },
+    /// How many fields a hash has (0 when missing).
+    Hlen { key: String },
     /// Purchase limits: policies, acquire, release, status.
     #[command(subcommand)]
     Limit(limits::LimitCmd),
@@ -417,6 +419,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Cmd::Hincrby { key, field, delta } => {
             let n = c.hincr_by(key, field, delta).await?;
+            out.print(|| n.to_string(), || json!(n))?;
+        }
+        Cmd::Hlen { key } => {
+            let n = c.hlen(key).await?;
             out.print(|| n.to_string(), || json!(n))?;
         }
         Cmd::Hgetall { key } => {

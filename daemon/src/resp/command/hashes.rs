@@ -1,8 +1,8 @@
-//! HMGET, HEXISTS, HLEN, HSETNX: composed of the hash requests there are.
+//! HMGET, HEXISTS, HLEN, HSETNX: the hash commands Redis has beside HSET, HGET, HDEL, HINCRBY and HGETALL.
 
 use super::{arity_error, err, Decoded, Shape};
 use bytes::Bytes;
-use rush_protocol::cmd::{Batch, Check, Cond, HGet, HGetAll, HSet};
+use rush_protocol::cmd::{Batch, Check, Cond, HGet, HLen, HSet};
 use rush_protocol::limits::MAX_BATCH_OPS;
 
 /// `HMGET key f [f ...]` → array of bulk or null: one BATCH of HGETs.
@@ -37,11 +37,9 @@ pub(super) fn hexists(a: &[Bytes]) -> Decoded {
     Decoded::Run(check.into(), Shape::Flag)
 }
 
-/// `HLEN key` → how many fields. A hash is stored as one value, so the
-/// shard reads all of it either way; HGETALL carries it back to be
-/// counted.
+/// `HLEN key` → how many fields: HLEN, which reads only the hash's header.
 pub(super) fn hlen(a: &[Bytes]) -> Decoded {
-    Decoded::Run(HGetAll { key: a[0].clone() }.into(), Shape::Len)
+    Decoded::Run(HLen { key: a[0].clone() }.into(), Shape::Integer)
 }
 
 /// `HSETNX key f v` → `:1` if the field was set, `:0` if it was there:

@@ -1,7 +1,7 @@
 //! Unit tests of `command`.
 
 use super::*;
-use rush_protocol::cmd::{Check, Cond, Expire, Set, SetCond, SetKeepTtl};
+use rush_protocol::cmd::{Check, Cond, Expire, HLen, Set, SetCond, SetKeepTtl};
 
 /// The daemon's clock in these tests: 2033-05-18 03:33:20 UTC.
 const NOW: u64 = 2_000_000_000_000;
@@ -243,7 +243,7 @@ fn compositions() {
             Shape::Flag
         )
     );
-    assert_eq!(run("HLEN h"), (HGetAll { key: b("h") }.into(), Shape::Len));
+    assert_eq!(run("HLEN h"), (HLen { key: b("h") }.into(), Shape::Integer));
     let (r, shape) = run("HSETNX h f v");
     assert_eq!(shape, Shape::IfAllHold { checks: 1 });
     assert_eq!(ops(r).len(), 2);

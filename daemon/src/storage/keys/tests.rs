@@ -49,6 +49,7 @@ fn the_tables_are_pinned() {
         &[
             ("KV", 0x01),
             ("SEQUENCE", 0x02),
+            ("HASH_FIELD", 0x03),
             ("LINK", 0x10),
             ("LINK_REUSE", 0x11),
             ("LINK_RESERVED", 0x12),
@@ -74,6 +75,8 @@ fn the_tables_are_pinned() {
             ("STRING", 0x01, ks::KV),
             ("HASH", 0x02, ks::KV),
             ("SEQUENCE", 0x03, ks::SEQUENCE),
+            ("HASH_HEAD", 0x04, ks::KV),
+            ("HASH_FIELD", 0x05, ks::HASH_FIELD),
             ("LINK", 0x10, ks::LINK),
             ("LINK_REUSE", 0x11, ks::LINK_REUSE),
             ("LINK_RESERVED", 0x12, ks::LINK_RESERVED),
@@ -306,4 +309,34 @@ fn parts_do_not_run_together() {
 fn big_endian_integers_sort_numerically() {
     let k = |n| KeyBuf::new(1, 2).u64(n).build();
     assert!(k(255) < k(256) && k(256) < k(1 << 40));
+}
+
+#[test]
+fn hash_fields_of_one_version_are_one_range_that_parses_back() {
+    let k = hash_field(9, b"user:1", 7, b"name");
+    assert_eq!(
+        parse_hash_field(&k),
+        Some((9, &b"user:1"[..], 7, &b"name"[..]))
+    );
+    // An empty field name is a field too.
+    let empty = hash_field(9, b"user:1", 7, b"");
+    assert_eq!(
+        parse_hash_field(&empty),
+        Some((9, &b"user:1"[..], 7, &b""[..]))
+    );
+    let (start, end) = hash_fields(9, b"user:1", 7);
+    assert!(start <= empty && empty < k && k < end);
+    // Another version, another key (even one the first is a prefix of) and
+    // another keyspace are outside it.
+    for other in [
+        hash_field(9, b"user:1", 8, b"name"),
+        hash_field(9, b"user:1", 6, &[0xff; 4]),
+        hash_field(9, b"user:10", 7, b"name"),
+        hash_field(9, b"user:", 7, b"1name"),
+        kv(9, b"user:1"),
+    ] {
+        assert!(other < start || other >= end, "{other:?}");
+    }
+    assert_eq!(parse_hash_field(&kv(9, b"user:1")), None);
+    assert_eq!(parse_hash_field(&k[..k.len() - 5]), None);
 }

@@ -151,8 +151,8 @@ struct SuiteArgs {
     #[arg(long)]
     no_redis_benchmark: bool,
     /// redis-benchmark `-n` in the redis-benchmark phase: requests per test
-    /// and pipeline (default 50000, so that Rush's HSET, which rewrites the
-    /// whole hash, ends in minutes; 1000 with --quick).
+    /// and pipeline (default 100000, redis-benchmark's own; 1000 with
+    /// --quick).
     #[arg(long, value_name = "N")]
     redis_benchmark_requests: Option<u64>,
     /// redis-benchmark `-c` in the redis-benchmark phase: clients
@@ -500,7 +500,7 @@ mod tests {
         assert!(o.redis_benchmark);
         assert_eq!(
             (o.redis_benchmark_requests, o.redis_benchmark_clients),
-            (50_000, 50)
+            (100_000, 50)
         );
         // --quick runs it too, briefly.
         let o = suite(&["--quick"]);

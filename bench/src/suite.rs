@@ -137,7 +137,7 @@ impl SuiteOptions {
             // Quick: a smoke run (a second or two per test even at pipeline
             // 1 with every write fsynced); full: long enough that the server
             // CPU, read in 10 ms ticks, is a figure.
-            redis_benchmark_requests: if quick { 1_000 } else { 50_000 },
+            redis_benchmark_requests: if quick { 1_000 } else { 100_000 },
             redis_benchmark_clients: 50,
             half_peak: true,
             scale_keys: if quick {

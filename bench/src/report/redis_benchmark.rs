@@ -33,7 +33,8 @@ pub(super) fn section(s: &mut String, results: &SuiteResults) {
          from `/proc/PID/stat` before and after the run) divided by the requests. SET and GET \
          use `key:__rand_int__`, INCR `counter:__rand_int__`, HSET field \
          `element:__rand_int__` of the one key `myhash`, with `-r {}` (at most the 10,000 \
-         fields a Rush hash may hold; Rush reads and writes the whole hash on each HSET). \
+         fields a Rush hash may hold; Rush stores each field on its own, so an HSET writes its \
+         field and the hash's header). \
          Rush syncs every acknowledged write \
          (group commit), as Redis does with `appendfsync always`; with `everysec` Redis \
          acknowledges before the fsync. At pipeline 1 each client waits for every write's \

@@ -110,7 +110,7 @@ impl Client {
             filter: filter.clone(),
         })
         .await
-        .map(|r| r.records)
+        .map(|r| r.records.to_vec())
     }
 
     /// The records of the owner an alias points at: resolve, then query.

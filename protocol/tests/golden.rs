@@ -617,7 +617,7 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
             ok_reply::<CatalogQuery>(
                 8,
                 Reply::CatalogQuery(CatalogQueryReply {
-                    records: vec![catalog_record()],
+                    records: vec![catalog_record()].into(),
                 }),
             ),
         ),

@@ -613,8 +613,11 @@ fn service_reply() -> impl Strategy<Value = Reply> {
         any::<bool>().prop_map(Reply::CatalogDelete),
         any::<bool>().prop_map(Reply::CatalogAliasSet),
         any::<bool>().prop_map(Reply::CatalogAliasDel),
-        proptest::collection::vec(record(), 0..3)
-            .prop_map(|records| Reply::CatalogQuery(CatalogQueryReply { records })),
+        proptest::collection::vec(record(), 0..3).prop_map(|records| {
+            Reply::CatalogQuery(CatalogQueryReply {
+                records: records.into(),
+            })
+        }),
         proptest::option::of(name(12)).prop_map(Reply::CatalogResolve),
         Just(Reply::CatalogShed(())),
         (any::<u64>(), any::<u64>())

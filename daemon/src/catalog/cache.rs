@@ -23,6 +23,7 @@ use crate::storage::keys::CatalogKey;
 use bytes::Bytes;
 use hashbrown::HashTable;
 use rush_protocol::cmd::Record;
+use std::sync::Arc;
 
 /// What a cache entry is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,8 +82,9 @@ impl Key {
 /// A cached answer.
 #[derive(Debug, Clone)]
 pub enum Cached {
-    /// An owner's records, by id; empty = no records.
-    Records(Vec<Record>),
+    /// An owner's records, by id; empty = no records. Shared: a query's
+    /// answer and the cache hold the same set (nothing is copied per hit).
+    Records(Arc<[Record]>),
     /// The owner an alias points at; `None` = no such alias.
     Alias(Option<Bytes>),
 }
@@ -349,7 +351,8 @@ mod tests {
         Cached::Records(
             (0..n)
                 .map(|i| Record::new(format!("r{i}")).attr("k", "v"))
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
         )
     }
 

@@ -33,15 +33,15 @@ impl<'a> AliasAt<'a> {
     }
 }
 
-/// The answer for an item the filter rules out.
-fn absent(item: Item) -> Cached {
-    match item {
-        Item::Owner(_) => Cached::Records(Vec::new()),
-        Item::Alias { .. } => Cached::Alias(None),
-    }
-}
-
 impl Catalog {
+    /// The answer for an item the filter rules out.
+    fn absent(&self, item: Item) -> Cached {
+        match item {
+            Item::Owner(_) => Cached::Records(self.no_records.clone()),
+            Item::Alias { .. } => Cached::Alias(None),
+        }
+    }
+
     /// Layer 1: false only when the item is certainly absent.
     pub(super) fn bloom_maybe(&self, hash: u64) -> bool {
         !self.bloom_ready || self.bloom.contains(hash)
@@ -67,7 +67,7 @@ impl Catalog {
         let m = &self.metrics.catalog;
         if !self.bloom_maybe(hash) {
             m.answer(op, Path::BloomNegative);
-            return Ok(Cow::Owned(absent(item)));
+            return Ok(Cow::Owned(self.absent(item)));
         }
         if let Some(i) = self.cache.lookup(hash, item, now) {
             let e = self.cache.entry(i);
@@ -108,7 +108,7 @@ impl Catalog {
     /// never shed, never counted as a query.
     fn current(&mut self, hash: u64, item: Item, now: u64, txn: &Txn) -> Result<Cached, RushError> {
         if !self.bloom_maybe(hash) {
-            return Ok(absent(item));
+            return Ok(self.absent(item));
         }
         if let Some(i) = self.cache.lookup(hash, item, now) {
             return Ok(self.cache.entry(i).value.clone());
@@ -125,7 +125,7 @@ impl Catalog {
         txn: &Txn,
     ) -> Result<Vec<Record>, RushError> {
         match self.current(hash, Item::Owner(owner), now, txn)? {
-            Cached::Records(r) => Ok(r),
+            Cached::Records(r) => Ok(r.to_vec()),
             Cached::Alias(_) => Err(RushError::internal("an owner's cache entry holds an alias")),
         }
     }

@@ -179,6 +179,9 @@ pub struct Catalog {
     stale: u64,
     rebuild: Option<Rebuild>,
     cache: HotCache,
+    /// The empty record set every "no records" answer shares (one per
+    /// shard, so its count is never touched by two threads).
+    no_records: std::sync::Arc<[rush_protocol::cmd::Record]>,
     shed: ShedMode,
     /// Requests queued behind the current group (auto shedding).
     queue_depth: usize,
@@ -270,6 +273,7 @@ impl Catalog {
             stale: 0,
             rebuild: None,
             cache,
+            no_records: std::sync::Arc::from(Vec::new()),
             shed: cfg.shed.into(),
             queue_depth: 0,
             group: 0,

@@ -18,11 +18,17 @@ impl Catalog {
         let Cached::Records(records) = &*found else {
             return Err(RushError::internal("an owner's cache entry holds an alias"));
         };
-        let records = records
-            .iter()
-            .filter(|rec| rec.matches(&r.filter))
-            .cloned()
-            .collect();
+        // Every record matches (always, without a filter): answer with the
+        // cached set itself.
+        let records = if records.iter().all(|rec| rec.matches(&r.filter)) {
+            records.clone()
+        } else {
+            records
+                .iter()
+                .filter(|rec| rec.matches(&r.filter))
+                .cloned()
+                .collect()
+        };
         Ok(Reply::CatalogQuery(CatalogQueryReply { records }))
     }
 }

@@ -13,6 +13,7 @@ use bytes::{BufMut, Bytes};
 use rush_protocol::cmd::{alias_slot, CatalogQueryReply, Record};
 use rush_protocol::limits::MAX_OWNER_BYTES;
 use rush_protocol::{key_slot, RushError, Wire, WriteExt};
+use std::sync::Arc;
 
 /// Format byte after the value header of a stored record set.
 const RECORDS_FORMAT: u8 = 1;
@@ -43,7 +44,7 @@ pub(super) fn encode_records(records: &[Record]) -> Vec<u8> {
 
 /// Decode a stored record set. The records are slices of one buffer, so a
 /// cached set is one allocation, not one per string.
-pub(super) fn decode_records(raw: Bytes) -> Result<Vec<Record>, RushError> {
+pub(super) fn decode_records(raw: Bytes) -> Result<Arc<[Record]>, RushError> {
     let stored = Stored::decode(&raw).map_err(corrupt)?;
     if stored.kind != kind::CATALOG_RECORDS || stored.payload.first() != Some(&RECORDS_FORMAT) {
         return Err(corrupt(format!(
@@ -69,7 +70,7 @@ impl Catalog {
     pub(super) fn load(&self, item: Item, txn: &Txn) -> Result<Cached, RushError> {
         match item {
             Item::Owner(owner) => match txn.get(&owner_key(owner)).map_err(storage_error)? {
-                None => Ok(Cached::Records(Vec::new())),
+                None => Ok(Cached::Records(self.no_records.clone())),
                 Some(raw) => decode_records(raw).map(Cached::Records),
             },
             Item::Alias { kind: k, alias } => {
@@ -101,7 +102,7 @@ impl Catalog {
         let records = if records.is_empty() {
             txn.delete(key);
             self.stale += 1;
-            records
+            self.no_records.clone()
         } else {
             let value = encode_records(&records);
             if payload_len(&value) > MAX_OWNER_BYTES {
@@ -145,7 +146,7 @@ mod tests {
             0, // valid_to absent
         ];
         assert_eq!(raw, expected);
-        assert_eq!(decode_records(raw.clone().into()).unwrap(), records);
+        assert_eq!(*decode_records(raw.clone().into()).unwrap(), *records);
         let mut wrong_format = raw.clone();
         wrong_format[HEADER] = 2;
         assert!(decode_records(wrong_format.into()).is_err());

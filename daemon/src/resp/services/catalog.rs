@@ -151,7 +151,7 @@ pub(super) fn render(w: &mut Writer, shape: &Shape, result: Result<Reply, RushEr
         (Shape::Owner, Ok(Reply::CatalogResolve(owner))) => w.opt_bulk(owner.as_deref()),
         (Shape::Records, Ok(Reply::CatalogQuery(q))) => {
             w.array(q.records.len());
-            for r in &q.records {
+            for r in q.records.iter() {
                 record(w, r);
             }
         }

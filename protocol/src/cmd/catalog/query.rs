@@ -3,6 +3,7 @@ use crate::codec::{DecodeError, Reader, Wire, WriteExt};
 use crate::limits::{MAX_ATTRIBUTE, MAX_ATTRIBUTES, MAX_RECORDS_PER_OWNER};
 use crate::{key_slot, RushError, Target};
 use bytes::{BufMut, Bytes, BytesMut};
+use std::sync::Arc;
 
 /// Which of an owner's records a query wants: every attribute equality
 /// holds, and (when set) the record is valid at `valid_at` (unix ms).
@@ -32,9 +33,11 @@ pub struct CatalogQuery {
     pub filter: CatalogFilter,
 }
 
+/// The records are shared, not owned: a node answers from its cache by
+/// handing out the set it holds, without copying a record.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CatalogQueryReply {
-    pub records: Vec<Record>,
+    pub records: Arc<[Record]>,
 }
 
 impl CatalogQuery {
@@ -81,13 +84,15 @@ impl Wire for CatalogQuery {
 impl Wire for CatalogQueryReply {
     fn encode(&self, out: &mut BytesMut) {
         out.put_count(self.records.len());
-        for rec in &self.records {
+        for rec in self.records.iter() {
             rec.encode(out);
         }
     }
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(CatalogQueryReply {
-            records: r.list("records", MAX_RECORDS_PER_OWNER, 11, Record::decode)?,
+            records: r
+                .list("records", MAX_RECORDS_PER_OWNER, 11, Record::decode)?
+                .into(),
         })
     }
 }

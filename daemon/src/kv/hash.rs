@@ -83,6 +83,14 @@ impl Stored {
     }
 }
 
+/// A field's value, read through the group, at its storage key.
+fn read_field(txn: &Txn, field_key: &[u8]) -> Result<Option<Bytes>, RushError> {
+    txn.get(field_key)
+        .map_err(storage_error)?
+        .map(field_value)
+        .transpose()
+}
+
 fn field_value(raw: Bytes) -> Result<Bytes, RushError> {
     match value::Stored::decode(&raw) {
         Ok(s) if s.kind == kind::HASH_FIELD => Ok(raw.slice(value::HEADER..)),
@@ -107,10 +115,7 @@ impl Kv {
             Stored::Whole(h) => Ok(h.get(field).map(|v| Bytes::copy_from_slice(v))),
             Stored::Fields(head) => {
                 let k = keys::hash_field(rush_protocol::key_slot(key), key, head.version, field);
-                txn.get(&k)
-                    .map_err(storage_error)?
-                    .map(field_value)
-                    .transpose()
+                read_field(txn, &k)
             }
         }
     }
@@ -225,10 +230,7 @@ impl HashWrite {
         if self.head.fields == 0 {
             return Ok(None);
         }
-        txn.get(&self.field_key(key, field))
-            .map_err(storage_error)?
-            .map(field_value)
-            .transpose()
+        read_field(txn, &self.field_key(key, field))
     }
 
     /// Set a field; `old` is its current value if the caller has read it

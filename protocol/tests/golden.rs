@@ -537,6 +537,16 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
             ),
         ),
         (
+            "hlen-request",
+            request(
+                6,
+                HLen {
+                    key: Bytes::from_static(b"{u1}d"),
+                },
+            ),
+        ),
+        ("hlen-reply", ok_reply::<HLen>(6, Reply::HLen(3))),
+        (
             "batch-request",
             request(
                 6,

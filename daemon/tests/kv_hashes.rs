@@ -10,7 +10,7 @@ use bytes::Bytes;
 use common::TestNode;
 use rush_client::protocol::cmd::{Cond, HGetAll, HLen, TtlReply};
 use rush_client::protocol::{key_slot, ErrorCode, Reply};
-use rush_daemon::storage::{keys, value, Storage, WriteBatch};
+use rush_daemon::storage::{keys, value, Storage, WriteBatch, HASH_FIELD_GRACE_MS};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -187,6 +187,16 @@ async fn a_new_hash_never_shows_an_old_ones_fields_and_compaction_drops_them() {
     c.compact().await.unwrap();
     assert_eq!(
         raw_fields(&storage),
+        3 + 50 + 50,
+        "replaced versions are dropped; an expired hash's fields wait out the grace"
+    );
+    assert_eq!(c.hget("gone", "f00001").await.unwrap(), None);
+    c.clock_advance(Duration::from_millis(HASH_FIELD_GRACE_MS))
+        .await
+        .unwrap();
+    c.compact().await.unwrap();
+    assert_eq!(
+        raw_fields(&storage),
         3 + 50,
         "only live hashes' fields remain"
     );
@@ -317,6 +327,9 @@ async fn a_hash_an_older_rushd_wrote_as_one_value_is_read_and_converted_on_write
     assert_eq!(c.hlen("legacy-ttl").await.unwrap(), 20);
     c.clock_advance(Duration::from_secs(6)).await.unwrap();
     assert_eq!(c.hlen("legacy-ttl").await.unwrap(), 0);
+    c.clock_advance(Duration::from_millis(HASH_FIELD_GRACE_MS))
+        .await
+        .unwrap();
     c.compact().await.unwrap();
     assert_eq!(
         raw_fields(&storage),

@@ -67,18 +67,18 @@ impl Head {
     }
 }
 
-/// A live hash as found in storage.
-pub(crate) enum Stored {
+/// A live hash as found in storage, in the layout it was written in.
+pub(crate) enum Layout {
     Fields(Head),
     /// The layout before per-field storage: every field in one value.
     Whole(Hash),
 }
 
-impl Stored {
+impl Layout {
     pub fn len(&self) -> u64 {
         match self {
-            Stored::Fields(h) => u64::from(h.fields),
-            Stored::Whole(h) => h.len() as u64,
+            Layout::Fields(h) => u64::from(h.fields),
+            Layout::Whole(h) => h.len() as u64,
         }
     }
 }
@@ -107,13 +107,13 @@ impl Kv {
     pub(super) fn hash_field(
         &self,
         key: &[u8],
-        hash: &Stored,
+        hash: &Layout,
         field: &[u8],
         txn: &Txn,
     ) -> Result<Option<Bytes>, RushError> {
         match hash {
-            Stored::Whole(h) => Ok(h.get(field).map(|v| Bytes::copy_from_slice(v))),
-            Stored::Fields(head) => {
+            Layout::Whole(h) => Ok(h.get(field).map(|v| Bytes::copy_from_slice(v))),
+            Layout::Fields(head) => {
                 let k = keys::hash_field(rush_protocol::key_slot(key), key, head.version, field);
                 read_field(txn, &k)
             }
@@ -124,15 +124,15 @@ impl Kv {
     pub(super) fn hash_all(
         &self,
         key: &[u8],
-        hash: Stored,
+        hash: Layout,
         txn: &Txn,
     ) -> Result<Vec<(Bytes, Bytes)>, RushError> {
         match hash {
-            Stored::Whole(h) => Ok(h
+            Layout::Whole(h) => Ok(h
                 .into_iter()
                 .map(|(f, v)| (Bytes::from(f), Bytes::from(v)))
                 .collect()),
-            Stored::Fields(head) => {
+            Layout::Fields(head) => {
                 let (from, to) = keys::hash_fields(rush_protocol::key_slot(key), key, head.version);
                 let (found, _) = txn
                     .scan(&from, &to, MAX_HASH_FIELDS)
@@ -168,7 +168,7 @@ impl Kv {
             },
             Entry::Hash {
                 expires_at,
-                hash: Stored::Fields(head),
+                hash: Layout::Fields(head),
             } => HashWrite {
                 slot,
                 expires_at,
@@ -178,7 +178,7 @@ impl Kv {
             },
             Entry::Hash {
                 expires_at,
-                hash: Stored::Whole(fields),
+                hash: Layout::Whole(fields),
             } => {
                 let mut w = HashWrite {
                     slot,

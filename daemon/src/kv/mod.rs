@@ -46,7 +46,7 @@ pub struct Kv {
 pub(crate) enum Entry {
     Missing,
     String { expires_at: u64, value: Bytes },
-    Hash { expires_at: u64, hash: hash::Stored },
+    Hash { expires_at: u64, hash: hash::Layout },
 }
 
 pub(crate) fn storage_error(e: impl std::fmt::Display) -> RushError {
@@ -120,14 +120,14 @@ impl Kv {
             }),
             kind::HASH_HEAD => Ok(Entry::Hash {
                 expires_at: stored.expires_at,
-                hash: hash::Stored::Fields(
+                hash: hash::Layout::Fields(
                     hash::Head::decode(stored.payload)
                         .map_err(|e| RushError::internal(e.to_string()))?,
                 ),
             }),
             kind::HASH => Ok(Entry::Hash {
                 expires_at: stored.expires_at,
-                hash: hash::Stored::Whole(
+                hash: hash::Layout::Whole(
                     value::decode_hash(stored.payload)
                         .map_err(|e| RushError::internal(e.to_string()))?,
                 ),
@@ -144,7 +144,7 @@ impl Kv {
         key: &[u8],
         now: u64,
         txn: &Txn,
-    ) -> Result<Option<hash::Stored>, RushError> {
+    ) -> Result<Option<hash::Layout>, RushError> {
         match self.load(key, now, txn)? {
             Entry::Missing => Ok(None),
             Entry::Hash { hash, .. } => Ok(Some(hash)),

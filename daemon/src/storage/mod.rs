@@ -21,6 +21,7 @@ pub mod value;
 
 use keys::cf;
 use ttl::TtlFilterFactory;
+pub use ttl::HASH_FIELD_GRACE_MS;
 
 use crate::clock::Clock;
 use crate::config::StorageConfig;

@@ -11,6 +11,14 @@ use rocksdb::DB;
 use std::ffi::CStr;
 use std::sync::{Arc, OnceLock, Weak};
 
+/// How long after a hash's expiry its header and fields are still kept. A pass that
+/// read the clock just before the expiry may still extend the TTL (EXPIRE,
+/// PERSIST rewrite only the header) while a compaction that read it just
+/// after runs: without the margin it could drop the fields of a hash that
+/// lives on. Expired hashes read as missing either way; this only delays
+/// reclaiming their disk.
+pub const HASH_FIELD_GRACE_MS: u64 = 60_000;
+
 /// The database a filter reads hash headers from: set once it is open
 /// (until then, and once it is closing, every hash field is kept).
 pub(super) type DbSlot = Arc<OnceLock<Weak<DB>>>;
@@ -66,7 +74,10 @@ impl TtlFilter {
             return Some(None);
         };
         Some(match value::Stored::decode(&raw) {
-            Ok(s) if s.kind == kind::HASH_HEAD && s.is_live(self.now_ms) => {
+            Ok(s)
+                if s.kind == kind::HASH_HEAD
+                    && s.is_live(self.now_ms.saturating_sub(HASH_FIELD_GRACE_MS)) =>
+            {
                 s.payload.first_chunk::<8>().map(|v| u64::from_be_bytes(*v))
             }
             _ => None,
@@ -76,8 +87,15 @@ impl TtlFilter {
 
 impl CompactionFilter for TtlFilter {
     fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> Decision {
+        // A hash's header stays through the grace too: while it is there its
+        // fields are kept (see `HASH_FIELD_GRACE_MS`).
+        let now = if value.first() == Some(&kind::HASH_HEAD) {
+            self.now_ms.saturating_sub(HASH_FIELD_GRACE_MS)
+        } else {
+            self.now_ms
+        };
         match value::expiry_of(value) {
-            Some(at) if !value::is_live(at, self.now_ms) => Decision::Remove,
+            Some(at) if !value::is_live(at, now) => Decision::Remove,
             _ if keys::split(key).is_some_and(|(_, ks, _)| ks == keys::ks::HASH_FIELD)
                 && !self.field_is_live(key) =>
             {

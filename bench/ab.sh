@@ -2,8 +2,8 @@
 # A/B of server builds or settings in the pinned layout: each server alone on
 # the first CPU (taskset), rush-bench alone on the second, a fresh server and
 # data directory per run, the sides alternating round by round. Prints one
-# line per run: server CPU µs per operation (the deciding figure) and
-# throughput, then the mean of each side.
+# line per run: server CPU µs per operation (the deciding figure),
+# throughput and p99 latency, then the means of each side.
 #
 #   bench/ab.sh [--rounds N] [--duration S] [--keys N] [--pipeline P]
 #               [--connections C] [--preload] WORKLOAD SIDE [SIDE...]
@@ -94,11 +94,11 @@ for round in $(seq "$rounds"); do
             --connections "$connections" --pipeline "$pipeline" --duration "$duration" \
             --keys "$keys" --threads 1 --quiet "${preload[@]}" --json "$work/run.json" >/dev/null
         kill -9 "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; server=""
-        read -r cpu ops < <(python3 -c '
+        read -r cpu ops p99 < <(python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(r["server_cpu_secs"] * 1e6 / r["ok"], r["throughput"])' "$work/run.json")
-        printf 'round %d  %-50s %7.2f µs/op %10.0f /s\n' "$round" "$side" "$cpu" "$ops"
+print(r["server_cpu_secs"] * 1e6 / r["ok"], r["throughput"], r["latency"]["p99_us"] / 1000)' "$work/run.json")
+        printf 'round %d  %-50s %7.2f µs/op %10.0f /s  p99 %6.2f ms\n' "$round" "$side" "$cpu" "$ops" "$p99"
         cpu_sum[$i]=$(python3 -c "print(${cpu_sum[$i]:-0} + $cpu)")
         ops_sum[$i]=$(python3 -c "print(${ops_sum[$i]:-0} + $ops)")
     done

@@ -29,6 +29,7 @@ pub const DEFAULT_MAX_BATCH: usize = 512;
 pub const DEFAULT_BLOCK_CACHE_MB: usize = 256;
 pub const DEFAULT_ROW_CACHE_MB: usize = 256;
 pub const DEFAULT_WRITE_BUFFER_MB: usize = 64;
+pub const DEFAULT_WRITE_BACK_MB: usize = 64;
 pub const DEFAULT_TICK_MS: u64 = 100;
 /// Most shard threads a node may run.
 pub const MAX_SHARDS: usize = 1024;
@@ -177,6 +178,21 @@ pub enum Memtable {
     Skiplist,
 }
 
+/// How a pass's writes reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Commit {
+    /// Each pass is one WriteBatch into RocksDB: its WAL, then its memtable
+    /// (a random key's insert there is a chain of cache misses).
+    #[default]
+    Direct,
+    /// Each pass is one record of the shard's own log (`storage::log`),
+    /// synced; the writes stay in memory (`shard::pending`) until they are
+    /// written to RocksDB as one sorted run, which costs a third of as many
+    /// random inserts (bench/results/NOTES.md).
+    Log,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageConfig {
@@ -196,6 +212,12 @@ pub struct StorageConfig {
     /// The memtable's structure (see [`Memtable`]; bench/results/NOTES.md
     /// has the A/B that chose the default).
     pub memtable: Memtable,
+    /// How a pass's writes reach the disk (see [`Commit`]).
+    pub commit: Commit,
+    /// With `commit = "log"`: writes held in memory per node (split over
+    /// shards) before a shard writes them to RocksDB as one sorted run. The
+    /// larger the run, the closer together its keys land in the memtable.
+    pub write_back_mb: usize,
     /// How often shards run their timers (expiry sweeps, prefetch, refunds).
     pub tick_ms: u64,
 }
@@ -212,6 +234,8 @@ impl Default for StorageConfig {
             row_cache_mb: DEFAULT_ROW_CACHE_MB,
             write_buffer_mb: DEFAULT_WRITE_BUFFER_MB,
             memtable: Memtable::default(),
+            commit: Commit::default(),
+            write_back_mb: DEFAULT_WRITE_BACK_MB,
             tick_ms: DEFAULT_TICK_MS,
         }
     }

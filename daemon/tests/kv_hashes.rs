@@ -10,12 +10,15 @@ use bytes::Bytes;
 use common::TestNode;
 use rush_client::protocol::cmd::{Cond, HGetAll, HLen, TtlReply};
 use rush_client::protocol::{key_slot, ErrorCode, Reply};
-use rush_daemon::storage::{keys, value, Storage, WriteBatch, HASH_FIELD_GRACE_MS};
+use rush_daemon::storage::{keys, value, WriteBatch, HASH_FIELD_GRACE_MS};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Every hash-field entry the node's storage holds, live or not.
-fn raw_fields(storage: &Storage) -> usize {
+/// Every hash-field entry the node's storage holds, live or not (after
+/// every committed write is written back to RocksDB).
+async fn raw_fields(node: &TestNode) -> usize {
+    node.running().write_back().await;
+    let storage = node.running().storage();
     let mut n = 0;
     for shard in 0..storage.shards() {
         storage
@@ -28,8 +31,10 @@ fn raw_fields(storage: &Storage) -> usize {
     n
 }
 
-/// The raw value under a generic key's storage key.
-fn raw_head(storage: &Storage, key: &str) -> Option<Vec<u8>> {
+/// The raw value under a generic key's storage key in RocksDB.
+async fn raw_head(node: &TestNode, key: &str) -> Option<Vec<u8>> {
+    node.running().write_back().await;
+    let storage = node.running().storage();
     let slot = key_slot(key.as_bytes());
     let shard = rush_daemon::shard::route::shard_of_slot(slot, storage.shards());
     storage
@@ -48,18 +53,17 @@ fn fields(n: usize, value: &str) -> Vec<(String, String)> {
 async fn each_field_is_its_own_value_and_the_header_counts_them() {
     let node = TestNode::start().await;
     let c = &node.client;
-    let storage = node.running().storage().clone();
     assert_eq!(c.hlen("h").await.unwrap(), 0);
     // 5,000 fields in five HSETs, then one more field: each HSET writes the
     // fields it names and the header.
     for chunk in fields(5_000, "v").chunks(1_000) {
         assert_eq!(c.hset("h", chunk.to_vec()).await.unwrap(), 1_000);
     }
-    assert_eq!(raw_fields(&storage), 5_000);
+    assert_eq!(raw_fields(&node).await, 5_000);
     assert_eq!(c.hset("h", [("extra", "x")]).await.unwrap(), 1);
     assert_eq!(c.hset("h", [("extra", "y")]).await.unwrap(), 0, "replaced");
-    assert_eq!(raw_fields(&storage), 5_001);
-    let head = raw_head(&storage, "h").expect("a header");
+    assert_eq!(raw_fields(&node).await, 5_001);
+    let head = raw_head(&node, "h").await.expect("a header");
     assert_eq!(head[0], keys::kind::HASH_HEAD);
     assert!(
         head.len() < 64,
@@ -77,7 +81,7 @@ async fn each_field_is_its_own_value_and_the_header_counts_them() {
 
     assert_eq!(c.hdel("h", ["f00000", "nope", "f00001"]).await.unwrap(), 2);
     assert_eq!(c.hlen("h").await.unwrap(), 4_999);
-    assert_eq!(raw_fields(&storage), 4_999, "HDEL deletes the fields");
+    assert_eq!(raw_fields(&node).await, 4_999, "HDEL deletes the fields");
     assert_eq!(c.hincr_by("h", "n", 5).await.unwrap(), 5);
     assert_eq!(c.hincr_by("h", "n", -7).await.unwrap(), -2);
     assert_eq!(
@@ -93,7 +97,7 @@ async fn each_field_is_its_own_value_and_the_header_counts_them() {
         c.ttl("h").await.unwrap(),
         TtlReply::Remaining(ms) if ms <= 60_000 && ms > 50_000
     ));
-    assert_eq!(raw_fields(&storage), 5_001, "EXPIRE rewrote no field");
+    assert_eq!(raw_fields(&node).await, 5_001, "EXPIRE rewrote no field");
     node.stop().await;
 }
 
@@ -101,7 +105,6 @@ async fn each_field_is_its_own_value_and_the_header_counts_them() {
 async fn a_hash_has_limits_and_a_refused_write_changes_nothing() {
     let node = TestNode::start().await;
     let c = &node.client;
-    let storage = node.running().storage().clone();
     let max = rush_client::protocol::limits::MAX_HASH_FIELDS;
     for chunk in fields(max, "").chunks(1_000) {
         c.hset("full", chunk.to_vec()).await.unwrap();
@@ -116,7 +119,7 @@ async fn a_hash_has_limits_and_a_refused_write_changes_nothing() {
     assert_eq!(e.code(), Some(ErrorCode::TooLarge), "{e}");
     assert_eq!(c.hget("full", "f00000").await.unwrap().unwrap(), "0");
     assert_eq!(c.hlen("full").await.unwrap(), max as u64);
-    assert_eq!(raw_fields(&storage), max);
+    assert_eq!(raw_fields(&node).await, max);
     // Replacing fields of a full hash is fine.
     assert_eq!(c.hset("full", [("f00001", "new")]).await.unwrap(), 0);
 
@@ -183,10 +186,10 @@ async fn a_new_hash_never_shows_an_old_ones_fields_and_compaction_drops_them() {
         assert_eq!(c.hlen(key).await.unwrap(), 1, "{key}");
     }
     // The dead fields are still on disk until compaction drops them.
-    assert_eq!(raw_fields(&storage), 4 * 50 + 3 + 50);
+    assert_eq!(raw_fields(&node).await, 4 * 50 + 3 + 50);
     c.compact().await.unwrap();
     assert_eq!(
-        raw_fields(&storage),
+        raw_fields(&node).await,
         3 + 50 + 50,
         "replaced versions are dropped; an expired hash's fields wait out the grace"
     );
@@ -196,7 +199,7 @@ async fn a_new_hash_never_shows_an_old_ones_fields_and_compaction_drops_them() {
         .unwrap();
     c.compact().await.unwrap();
     assert_eq!(
-        raw_fields(&storage),
+        raw_fields(&node).await,
         3 + 50,
         "only live hashes' fields remain"
     );
@@ -211,7 +214,7 @@ async fn a_new_hash_never_shows_an_old_ones_fields_and_compaction_drops_them() {
     node.restart().await;
     let c = &node.client;
     c.compact().await.unwrap();
-    assert_eq!(raw_fields(node.running().storage()), 3 + 50);
+    assert_eq!(raw_fields(&node).await, 3 + 50);
     assert_eq!(c.hgetall("kept").await.unwrap().len(), 50);
     node.stop().await;
 }
@@ -290,7 +293,6 @@ async fn a_hash_an_older_rushd_wrote_as_one_value_is_read_and_converted_on_write
     drop(storage);
     node.restart().await;
     let c = &node.client;
-    let storage = node.running().storage().clone();
 
     // Read as it is.
     assert_eq!(c.hlen("legacy").await.unwrap(), 20);
@@ -304,13 +306,13 @@ async fn a_hash_an_older_rushd_wrote_as_one_value_is_read_and_converted_on_write
         )
         .await
         .unwrap());
-    assert_eq!(raw_fields(&storage), 0);
+    assert_eq!(raw_fields(&node).await, 0);
 
     // The first write stores it field by field.
     assert_eq!(c.hset("legacy", [("new", "n")]).await.unwrap(), 1);
-    assert_eq!(raw_fields(&storage), 21);
+    assert_eq!(raw_fields(&node).await, 21);
     assert_eq!(
-        raw_head(&storage, "legacy").unwrap()[0],
+        raw_head(&node, "legacy").await.unwrap()[0],
         keys::kind::HASH_HEAD
     );
     let all = c.hgetall("legacy").await.unwrap();
@@ -332,7 +334,7 @@ async fn a_hash_an_older_rushd_wrote_as_one_value_is_read_and_converted_on_write
         .unwrap();
     c.compact().await.unwrap();
     assert_eq!(
-        raw_fields(&storage),
+        raw_fields(&node).await,
         21,
         "the dead ones' fields are dropped"
     );

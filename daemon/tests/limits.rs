@@ -776,6 +776,8 @@ total_max = 10
         buyer.buy(&format!("o{i}"), item(&format!("s{i}"))).await;
     }
     let slot = key_slot(u.as_bytes());
+    // What RocksDB holds, once it holds every committed write.
+    node.running().write_back().await;
     let storage = node.running().storage().clone();
     let shard = rush_daemon::shard::route::shard_of_slot(slot, storage.shards());
     let raw = |ks: u8| {

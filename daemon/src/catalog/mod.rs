@@ -113,8 +113,7 @@ impl ShardService for Catalog {
     }
 
     fn tick(&mut self, cx: &mut Cx) {
-        let storage = cx.txn.storage();
-        self.timers(storage);
+        self.timers(cx.txn);
     }
 
     fn on_commit_failure(&mut self) {
@@ -310,8 +309,8 @@ impl Catalog {
     }
 
     /// Timer: advance or start a background rebuild, refresh gauges.
-    fn timers(&mut self, storage: &Storage) {
-        self.rebuild_step(storage);
+    fn timers(&mut self, txn: &Txn) {
+        self.rebuild_step(txn);
         self.refresh_gauges();
     }
 

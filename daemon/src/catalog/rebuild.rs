@@ -13,6 +13,7 @@
 use super::bloom::ScalableBloom;
 use super::cache::Item;
 use super::{hash_item, Catalog};
+use crate::shard::txn::Txn;
 use crate::storage::keys;
 use crate::storage::{Storage, StorageError};
 use rush_protocol::{Reply, RushError};
@@ -53,8 +54,7 @@ impl Rebuild {
     /// on an empty slot), or every slot is done; true when done.
     pub fn step(
         &mut self,
-        storage: &Storage,
-        shard: usize,
+        txn: &Txn,
         key_budget: usize,
         slot_budget: usize,
         hash: impl Fn(Item) -> u64,
@@ -65,7 +65,7 @@ impl Rebuild {
             let slot = self.next as u16;
             let (from, to) = keys::catalog_range(slot);
             let filter = &mut self.filter;
-            storage.scan(shard, &from, &to, |k, _| {
+            txn.scan_stored(&from, &to, |k, _| {
                 if let Some(key) = keys::parse_catalog(k) {
                     filter.insert(hash(key.into()));
                     read += 1;
@@ -107,9 +107,12 @@ impl Catalog {
         let started = std::time::Instant::now();
         let mut rb = Rebuild::new(self.new_filter(), self.first_slot, self.last_slot, 0);
         let hasher = &self.hasher;
-        match rb.step(storage, self.shard, usize::MAX, usize::MAX, |i| {
-            hash_item(hasher, i)
-        }) {
+        match rb.step(
+            &Txn::new(storage, self.shard),
+            usize::MAX,
+            usize::MAX,
+            |i| hash_item(hasher, i),
+        ) {
             Ok(_) => {
                 tracing::debug!(
                     shard = self.shard,
@@ -131,14 +134,14 @@ impl Catalog {
 
     /// Timer: start a rebuild if one is due (or the filter was never
     /// built), and advance the one running by a slice.
-    pub(super) fn rebuild_step(&mut self, storage: &Storage) {
+    pub(super) fn rebuild_step(&mut self, txn: &Txn) {
         if self.rebuild.is_none() && (!self.bloom_ready || self.needs_rebuild()) {
             self.start_rebuild();
         }
         if let Some(rb) = self.rebuild.as_mut() {
             let hasher = &self.hasher;
             let budget = self.cfg.bloom_rebuild_keys_per_tick;
-            match rb.step(storage, self.shard, budget, REBUILD_SLOTS_PER_TICK, |i| {
+            match rb.step(txn, budget, REBUILD_SLOTS_PER_TICK, |i| {
                 hash_item(hasher, i)
             }) {
                 Ok(true) => self.finish_rebuild(),

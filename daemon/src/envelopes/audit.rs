@@ -8,6 +8,7 @@
 
 use super::record::{self, EnvelopeRecord, GrabRecord, RefundRecord};
 use super::{storage_error, Envelopes};
+use crate::shard::txn::Txn;
 use crate::storage::keys::{self, envelope::EnvelopeKey};
 use hashbrown::{HashMap, HashSet};
 use rush_protocol::cmd::{envelope_day, envelope_slot, EnvelopeAuditReply};
@@ -37,18 +38,18 @@ impl Audit {
 }
 
 impl Envelopes {
-    pub(super) fn audit(&mut self) -> Result<Reply, RushError> {
+    pub(super) fn audit(&mut self, txn: &Txn) -> Result<Reply, RushError> {
         let mut a = Audit {
             reply: EnvelopeAuditReply::default(),
         };
-        self.audit_shard(&mut a).map_err(storage_error)?;
+        self.audit_shard(txn, &mut a).map_err(storage_error)?;
         Ok(Reply::EnvelopeAudit(a.reply))
     }
 
-    fn audit_shard(&self, a: &mut Audit) -> Result<(), crate::storage::StorageError> {
+    fn audit_shard(&self, txn: &Txn, a: &mut Audit) -> Result<(), crate::storage::StorageError> {
         // Open envelopes' pending entries: id → (expires_at, remaining).
         let mut pending: HashMap<u64, (u64, u64)> = HashMap::new();
-        self.scan_keyspace(keys::ks::ENVELOPE_PENDING, |slot, k, v| {
+        self.scan_keyspace(txn, keys::ks::ENVELOPE_PENDING, |slot, k, v| {
             match (keys::envelope::parse_pending(k), record::decode_pending(v)) {
                 (Some((at, id)), Ok(rem)) => {
                     if pending.insert(id, (at, rem)).is_some() {
@@ -60,7 +61,7 @@ impl Envelopes {
         })?;
         // Unacknowledged refunds: id → (stamp, amount). One per envelope.
         let mut refunds: HashMap<u64, (u64, u64)> = HashMap::new();
-        self.scan_keyspace(keys::ks::ENVELOPE_REFUND, |slot, k, v| {
+        self.scan_keyspace(txn, keys::ks::ENVELOPE_REFUND, |slot, k, v| {
             match (keys::envelope::parse_refund(k), RefundRecord::decode(v)) {
                 (Some((stamp, id)), Ok(r)) => {
                     if r.amount == 0 {
@@ -76,7 +77,7 @@ impl Envelopes {
 
         // Envelopes, each followed by its grabs.
         let mut current: Option<Open> = None;
-        self.scan_keyspace(keys::ks::ENVELOPE, |slot, k, v| {
+        self.scan_keyspace(txn, keys::ks::ENVELOPE, |slot, k, v| {
             let (id, user) = match keys::envelope::parse(k) {
                 Some(EnvelopeKey::Grab { id, user, .. }) => (id, user),
                 Some(EnvelopeKey::Record { day, id }) => {

@@ -23,11 +23,11 @@ impl Envelopes {
         (0..SLOTS).filter(move |&s| shard_of_slot(s, shards) == shard)
     }
 
-    pub(super) fn ensure_loaded(&mut self) -> Result<(), RushError> {
+    pub(super) fn ensure_loaded(&mut self, txn: &Txn) -> Result<(), RushError> {
         if self.loaded {
             return Ok(());
         }
-        self.reload().map_err(storage_error)?;
+        self.reload(txn).map_err(storage_error)?;
         self.loaded = true;
         Ok(())
     }
@@ -39,6 +39,7 @@ impl Envelopes {
     /// next scan starts, so a shard costs one seek per slot that has data.
     pub(super) fn scan_keyspace(
         &self,
+        txn: &Txn,
         ks: u8,
         mut f: impl FnMut(u16, &[u8], &[u8]),
     ) -> Result<(), StorageError> {
@@ -53,7 +54,7 @@ impl Envelopes {
             let (from, to) = keys::keyspace_range(slot, ks);
             let mut next = None;
             let owned = self.routing.owns(slot);
-            self.storage.scan(self.shard, &from, &end, |k, v| {
+            txn.scan_stored(&from, &end, |k, v| {
                 if k < to.as_slice() {
                     if owned {
                         f(slot, k, v);
@@ -77,7 +78,7 @@ impl Envelopes {
     /// Touches only open envelopes, unacknowledged refunds and day markers,
     /// never the envelopes' bulk. A record that doesn't decode is logged and
     /// skipped (the audit reports it) rather than stopping the service.
-    fn reload(&mut self) -> Result<(), StorageError> {
+    fn reload(&mut self, txn: &Txn) -> Result<(), StorageError> {
         self.cache.clear();
         let mut expiries = BTreeSet::new();
         let mut stream = BTreeMap::new();
@@ -89,7 +90,7 @@ impl Envelopes {
         let skip = |what: &str, k: &[u8], e: &dyn std::fmt::Display| {
             tracing::error!(shard, key = ?k, error = %e, "unreadable envelope {what}; skipped");
         };
-        self.scan_keyspace(keys::ks::ENVELOPE_PENDING, |_, k, v| {
+        self.scan_keyspace(txn, keys::ks::ENVELOPE_PENDING, |_, k, v| {
             match (keys::envelope::parse_pending(k), record::decode_pending(v)) {
                 (Some(entry), Ok(remaining)) => {
                     expiries.insert(entry);
@@ -99,7 +100,7 @@ impl Envelopes {
                 (None, _) => skip("pending entry", k, &"bad key"),
             }
         })?;
-        self.scan_keyspace(keys::ks::ENVELOPE_REFUND, |_, k, v| {
+        self.scan_keyspace(txn, keys::ks::ENVELOPE_REFUND, |_, k, v| {
             match (
                 keys::envelope::parse_refund(k),
                 record::RefundRecord::decode(v),
@@ -119,7 +120,7 @@ impl Envelopes {
                 (None, _) => skip("refund", k, &"bad key"),
             }
         })?;
-        self.scan_keyspace(keys::ks::ENVELOPE_DAY, |slot, k, v| {
+        self.scan_keyspace(txn, keys::ks::ENVELOPE_DAY, |slot, k, v| {
             match (keys::envelope::parse_day_marker(k), record::decode_day(v)) {
                 (Some(day), Ok(first)) => days.insert(slot, day, first),
                 (_, Err(e)) => skip("day marker", k, &e),

@@ -234,14 +234,14 @@ impl Envelopes {
         txn: &mut Txn,
         segments: &mut crate::segments::Segments,
     ) -> Result<Reply, RushError> {
-        self.ensure_loaded()?;
+        self.ensure_loaded(txn)?;
         match req {
             Request::EnvelopeCreate(r) => self.create(r, now, txn, segments),
             Request::EnvelopeGrab(r) => self.grab(r, now, txn),
             Request::EnvelopeInfo(r) => self.info(r, now, txn),
             Request::EnvelopeRefunds(r) => self.read_stream(r, now),
             Request::EnvelopeRefundsAck(r) => self.ack(r, now, txn),
-            Request::EnvelopeAudit(_) => self.audit(),
+            Request::EnvelopeAudit(_) => self.audit(txn),
             other => Err(RushError::internal(format!(
                 "{} is not an envelope request",
                 other.opcode().name()
@@ -252,7 +252,7 @@ impl Envelopes {
     /// Timers: refunds of expired envelopes, then retention, then cache
     /// eviction. Writes are staged in the shard's timer group.
     fn timers(&mut self, now: u64, txn: &mut Txn) {
-        if let Err(e) = self.ensure_loaded() {
+        if let Err(e) = self.ensure_loaded(txn) {
             tracing::warn!(shard = self.shard, error = %e, "envelope indexes not loaded; retrying next tick");
             return;
         }

@@ -251,7 +251,7 @@ fn load<'a>(
             sc.scrambler = Some(Scrambler::new(code_key(&raw)?));
         }
         let (from, to) = keys::keyspace_range(slot, keys::ks::LINK_RESERVED);
-        txn.storage().scan(txn.shard(), &from, &to, |k, _| {
+        txn.scan_stored(&from, &to, |k, _| {
             if let Some(parts) = keys::link_reserved_parts(k) {
                 sc.reserved.insert(parts);
             }
@@ -294,7 +294,7 @@ fn refill(
     let full = |free: &Vec<u64>, examined: u64| free.len() >= RECYCLE_TARGET || examined >= budget;
     loop {
         let from = keys::link(slot, Code::generated(slot, len, cur).as_bytes());
-        txn.storage().scan(txn.shard(), &from, &end, |k, v| {
+        txn.scan_stored(&from, &end, |k, v| {
             let Some((s, l, i)) = keys::link_code(k).and_then(generated_parts) else {
                 return true; // an alias of this length but not base62
             };

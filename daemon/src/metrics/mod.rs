@@ -108,23 +108,25 @@ impl Metrics {
         for (name, help, counter) in [
             (
                 "storage_writes_total",
-                "RocksDB write batches",
+                "Group commits written: RocksDB write batches and shard-log records",
                 &storage.writes,
             ),
             (
                 "storage_syncs_total",
-                "RocksDB write batches fsynced",
+                "Group commits fsynced (RocksDB write batches and shard-log records)",
                 &storage.syncs,
             ),
             (
                 "storage_write_errors_total",
-                "RocksDB writes that failed",
+                "Group commits that failed (RocksDB writes and shard-log appends)",
                 &storage.write_errors,
             ),
             ("storage_reads_total", "RocksDB point reads", &storage.reads),
         ] {
             local::export_counter(&r, name, help, counter);
         }
+        r.register(Box::new(storage.pending_keys.clone()))
+            .expect("metric names are unique");
         let process = Registry::new();
         process
             .register(Box::new(process::Process::for_self()))

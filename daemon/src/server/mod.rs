@@ -121,6 +121,22 @@ impl Running {
         &self.node.metrics
     }
 
+    /// Make RocksDB hold every committed write: each shard runs its timers
+    /// with a flush, which writes its pending writes back
+    /// (`storage.commit = "log"`). For whoever reads [`Running::storage`]
+    /// directly (tests of the on-disk layout).
+    pub async fn write_back(&self) {
+        for t in self
+            .node
+            .shards
+            .iter()
+            .map(|h| h.tick())
+            .collect::<Vec<_>>()
+        {
+            let _ = t.await;
+        }
+    }
+
     /// Graceful shutdown: not ready, stop accepting, let connections finish
     /// what they have in flight (bounded by `drain_timeout_secs`), stop the
     /// shards after they answered their queues, flush storage.

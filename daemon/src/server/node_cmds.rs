@@ -66,6 +66,11 @@ pub fn spawn(node: &Arc<NodeShared>, target: Target, request: Request, sink: Rep
 /// DBSIZE: every shard's generic keys in the slots this node owns, counted
 /// on a blocking thread.
 async fn db_size(node: Arc<NodeShared>, sink: ReplySink) {
+    // Each shard's timers with a flush: RocksDB then holds every committed
+    // write (a shard with a log writes its pending ones back).
+    for t in node.shards.iter().map(|h| h.tick()).collect::<Vec<_>>() {
+        let _ = t.await;
+    }
     let n = node.clone();
     let counted = tokio::task::spawn_blocking(move || {
         let routing = &n.cluster.routing;
@@ -180,7 +185,9 @@ fn info(node: &NodeShared) -> InfoReply {
         ("data_dir", s.dir().display().to_string()),
     ];
     rows.extend(STORAGE_ROWS.iter().map(|&(row, property, summed)| {
-        let v = if summed {
+        let v = if row == "keys_estimate" {
+            s.keys_estimate()
+        } else if summed {
             s.property_sum(property)
         } else {
             s.property(property)
@@ -214,6 +221,11 @@ pub async fn fan_out(node: Arc<NodeShared>, request: Request, sink: ReplyTo) {
         Request::ClockAdvance(c) => clock_advance(&node, c.ms).await,
         Request::LimitPolicySet(set) => crate::limits::admin::policy_set(&node, set).await,
         Request::Compact(_) => {
+            // Everything committed is compacted: shards with a log write
+            // their pending writes back first (their timers, flushed).
+            for t in node.shards.iter().map(|h| h.tick()).collect::<Vec<_>>() {
+                let _ = t.await;
+            }
             let storage = node.storage.clone();
             let shards = node.shards.len();
             tokio::task::spawn_blocking(move || (0..shards).for_each(|i| storage.compact(i)))

@@ -85,6 +85,12 @@ impl ShardHandle {
         Ok(())
     }
 
+    /// Wake the shard with no message (its write-back thread: a run has
+    /// landed, which the shard's next pass takes in).
+    pub(crate) fn nudge(&self) {
+        self.wake();
+    }
+
     fn wake(&self) {
         if !self.shared.notified.swap(true, Ordering::AcqRel) {
             // An eventfd write; a failure means the shard is gone.

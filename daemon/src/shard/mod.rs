@@ -31,18 +31,21 @@ pub(crate) mod forward;
 pub mod lanes;
 pub mod mailbox;
 mod pass;
+pub mod pending;
 pub mod route;
 pub mod rows;
 pub mod service;
 pub mod slots;
 pub mod txn;
+pub mod write_back;
 
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
 use crate::server::NodeShared;
-use crate::storage::Storage;
+use crate::storage::log::ShardLog;
+use crate::storage::{Storage, StorageError};
 use bytes::{Bytes, BytesMut};
 use conn::ConnId;
 use lanes::Lanes;
@@ -202,6 +205,16 @@ pub struct Shard {
     segments: Segments,
     /// Hot storage values (see `rows`); lent to each pass's `Txn`.
     rows: rows::RowCache,
+    /// The shard's own log (`storage.commit = "log"`); `None` when passes
+    /// commit straight to RocksDB.
+    log: Option<ShardLog>,
+    /// Writes in the log that RocksDB doesn't hold yet (see `pending`); lent
+    /// to each pass's `Txn`. `None` without a log (or while lent).
+    pending: Option<pending::Pending>,
+    /// The thread that writes runs of pending writes to RocksDB (with a log).
+    writer: Option<Arc<write_back::Writer>>,
+    /// After a failed write back, the next try waits until then.
+    write_back_retry: Option<Instant>,
     /// Requests read beyond a pass's budget, waiting for the next passes:
     /// per-lane FIFOs drained round-robin (fairness, admission control).
     lanes: Lanes<pass::Work>,
@@ -211,6 +224,9 @@ pub struct Shard {
     io: pass::Loop,
     node: Option<Arc<NodeShared>>,
 }
+
+/// How long a failed write back waits before it is tried again.
+const WRITE_BACK_RETRY: Duration = Duration::from_secs(1);
 
 /// Kinds of `rush_protocol::Service`.
 const SERVICE_KINDS: usize = 9;
@@ -242,8 +258,25 @@ pub fn create(id: usize, ctx: ShardContext) -> std::io::Result<(ShardHandle, Sha
         by_service[service_index(r.service)] = Some(i as u8);
     }
     let shards = ctx.config.shard_count();
+    let (log, pending, writer) = match ctx.config.storage.commit {
+        crate::config::Commit::Log => {
+            let through = ctx.storage.log_through(id);
+            let budget = (ctx.config.storage.write_back_mb << 20) / shards.max(1);
+            let writer = write_back::Writer::start(id, ctx.storage.clone(), handle.clone())?;
+            (
+                Some(ShardLog::create(&ctx.storage.log_dir(id), through + 1)?),
+                Some(pending::Pending::new(budget, through)),
+                Some(Arc::new(writer)),
+            )
+        }
+        crate::config::Commit::Direct => (None, None, None),
+    };
     let shard = Shard {
         id,
+        log,
+        pending,
+        writer,
+        write_back_retry: None,
         router: route::Router::new(shards),
         services,
         by_service,
@@ -272,22 +305,37 @@ impl Shard {
         self.by_service[service_index(req.opcode().service())].map(usize::from)
     }
 
-    /// Commit a pass's writes, if any: one WriteBatch, synced if any
-    /// request needs it. On failure, in-memory state that may reflect the
-    /// lost writes is dropped and the error to answer with is returned.
+    /// A group's `Txn`, with the shard's row cache and pending writes lent
+    /// to it (they come back in [`Shard::commit`]).
+    fn txn<'s>(&mut self, storage: &'s Storage) -> Txn<'s> {
+        Txn::new(storage, self.id)
+            .with_rows(std::mem::take(&mut self.rows))
+            .with_pending(self.pending.take(), self.writer.clone())
+    }
+
+    /// Commit a pass's writes, if any: one record of the shard's log, or
+    /// one WriteBatch, synced if any request needs it. On failure, in-memory
+    /// state that may reflect the lost writes is dropped and the error to
+    /// answer with is returned.
     fn commit(&mut self, txn: Txn) -> Result<(), RushError> {
         let mut finished = txn.finish();
-        let Some((batch, sync)) = finished.commit.take() else {
-            if let Some(rows) = finished.rows_after(true) {
-                self.rows = rows;
-            }
-            return Ok(());
-        };
-        let started = Instant::now();
-        let outcome = self.ctx.storage.write(batch, sync);
-        if let Some(rows) = finished.rows_after(outcome.is_ok()) {
+        if let Some(p) = finished.pending.take() {
+            self.pending = Some(p);
+        }
+        let lent_rows = finished.rows.take();
+        let has_rows = lent_rows.is_some();
+        if let Some(rows) = lent_rows {
             self.rows = rows;
         }
+        if !finished.has_writes {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let outcome = if self.log.is_some() && finished.loggable() {
+            self.commit_log(&mut finished)
+        } else {
+            self.commit_direct(&mut finished, has_rows)
+        };
         self.ctx
             .metrics
             .commit_seconds
@@ -297,6 +345,168 @@ impl Shard {
             self.on_commit_failure();
             RushError::unavailable(format!("storage write failed: {e}"))
         })
+    }
+
+    /// The group as one record of the shard's log; its writes join the
+    /// pending ones.
+    fn commit_log(&mut self, finished: &mut txn::Finished) -> Result<(), StorageError> {
+        let pending = self
+            .pending
+            .as_mut()
+            .expect("a shard with a log has pending writes");
+        if pending.bytes() > pending.budget().saturating_mul(2) {
+            // The write-back thread is behind (or failing): wait for its run
+            // and hand it the next, so memory stays bounded.
+            let writer = self
+                .writer
+                .as_ref()
+                .expect("a shard with a log has a writer");
+            if pending.in_flight() {
+                let landed = writer.wait_landed();
+                self.landed(landed)?;
+            }
+            self.freeze();
+        }
+        let (Some(log), Some(pending)) = (self.log.as_mut(), self.pending.as_mut()) else {
+            unreachable!("a shard with a log has pending writes");
+        };
+        log.begin();
+        for (k, v) in &finished.applied {
+            match v {
+                Some(v) => log.put(k, v),
+                None => log.delete(k),
+            }
+        }
+        let stats = &self.ctx.storage.stats;
+        let seq = log
+            .commit(finished.sync)
+            .inspect_err(|_| stats.write_errors.inc())?;
+        stats.writes.inc();
+        if finished.sync {
+            stats.syncs.inc();
+        }
+        // The row cache must not outlive these writes: once they have
+        // landed in RocksDB, a read of one of their keys goes there.
+        for k in finished.applied.keys() {
+            self.rows.remove(k);
+        }
+        let before = pending.len();
+        pending.absorb(finished.applied.drain(), seq);
+        stats.pending_keys.add((pending.len() - before) as i64);
+        Ok(())
+    }
+
+    /// The group as one RocksDB batch, after everything pending (RocksDB
+    /// must hold what came before it).
+    fn commit_direct(
+        &mut self,
+        finished: &mut txn::Finished,
+        has_rows: bool,
+    ) -> Result<(), StorageError> {
+        if let Err(e) = self.write_back() {
+            if has_rows {
+                finished.settle_rows(&mut self.rows, false);
+            }
+            return Err(e);
+        }
+        let batch = finished
+            .batch(&self.ctx.storage, self.id)
+            .expect("a group with writes has a batch");
+        let outcome = self.ctx.storage.write(batch, finished.sync);
+        if has_rows {
+            finished.settle_rows(&mut self.rows, outcome.is_ok());
+        }
+        outcome
+    }
+
+    /// Make RocksDB hold every committed write: wait for the run in flight,
+    /// write what is pending as one more, wait for it; then let the log go.
+    fn write_back(&mut self) -> Result<(), StorageError> {
+        let (Some(pending), Some(writer)) = (self.pending.as_mut(), &self.writer) else {
+            return Ok(());
+        };
+        let before = pending.len();
+        let settled = pending.settle(writer);
+        let after = pending.len();
+        self.ctx
+            .storage
+            .stats
+            .pending_keys
+            .sub(before as i64 - after as i64);
+        self.trim_log();
+        settled.map(|_| ()).inspect_err(|e| {
+            self.write_back_retry = Some(Instant::now() + WRITE_BACK_RETRY);
+            tracing::error!(shard = self.id, error = %e, "writing pending writes back to RocksDB failed; they stay in the log and in memory");
+        })
+    }
+
+    /// A run landed (or failed to).
+    fn landed(&mut self, landed: write_back::Landed) -> Result<(), StorageError> {
+        let (Some(pending), Some(writer)) = (self.pending.as_mut(), &self.writer) else {
+            return Ok(());
+        };
+        let secs = landed.secs;
+        match pending.landed(landed, writer) {
+            Ok(keys) => {
+                self.ctx.storage.stats.pending_keys.sub(keys as i64);
+                tracing::debug!(shard = self.id, keys, secs, "run written back");
+                self.write_back_retry = None;
+                self.trim_log();
+                Ok(())
+            }
+            Err(e) => {
+                self.write_back_retry = Some(Instant::now() + WRITE_BACK_RETRY);
+                tracing::error!(shard = self.id, error = %e, "writing a run back to RocksDB failed; its writes stay in the log and in memory");
+                Err(e)
+            }
+        }
+    }
+
+    /// Hand what is pending to the write-back thread. The log starts a new
+    /// segment first, so that once the run has landed every closed segment
+    /// holds only records RocksDB has.
+    fn freeze(&mut self) {
+        let (Some(log), Some(pending), Some(writer)) =
+            (self.log.as_mut(), self.pending.as_mut(), &self.writer)
+        else {
+            return;
+        };
+        if pending.in_flight() {
+            return;
+        }
+        if let Err(e) = log.rotate() {
+            tracing::warn!(shard = self.id, error = %e, "can't start a new log segment; the current one keeps growing");
+        }
+        pending.freeze(writer);
+    }
+
+    /// Between passes: take in the runs that landed; hand over a new one
+    /// when the pending writes, or the log's current segment, are over
+    /// budget.
+    fn maybe_write_back(&mut self) {
+        let Some(writer) = self.writer.clone() else {
+            return;
+        };
+        while let Some(landed) = writer.try_landed() {
+            let _ = self.landed(landed);
+        }
+        let (Some(log), Some(pending)) = (&self.log, &self.pending) else {
+            return;
+        };
+        if pending.in_flight()
+            || (!pending.full() && log.segment_bytes() <= pending.budget() as u64)
+            || self.write_back_retry.is_some_and(|at| Instant::now() < at)
+        {
+            return;
+        }
+        self.freeze();
+    }
+
+    /// Delete the log segments RocksDB holds all of.
+    fn trim_log(&mut self) {
+        if let (Some(log), Some(pending)) = (self.log.as_mut(), &self.pending) {
+            log.trim(pending.written_back());
+        }
     }
 
     /// Periodic work (expiry sweeps, refunds): services' timers stage writes
@@ -309,7 +519,7 @@ impl Shard {
         m.row_cache_hits.inc_by(std::mem::take(&mut self.rows.hits));
         m.row_cache_misses
             .inc_by(std::mem::take(&mut self.rows.misses));
-        let mut txn = Txn::new(&storage, self.id).with_rows(std::mem::take(&mut self.rows));
+        let mut txn = self.txn(&storage);
         // Services' timers run here, each finishing its writes with
         // `txn.finish_request(ok)`.
         let peaks = self.lanes.take_peaks();
@@ -326,6 +536,13 @@ impl Shard {
         }
         if let Err(e) = self.commit(txn) {
             tracing::warn!(shard = self.id, error = %e, "timer writes failed; they run again next tick");
+        }
+        if flush {
+            // RocksDB must hold everything committed (a slot is about to be
+            // read by its mover, the node counts keys or stops).
+            let _ = self.write_back();
+        } else {
+            self.maybe_write_back();
         }
     }
 

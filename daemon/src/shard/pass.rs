@@ -26,7 +26,6 @@ mod write;
 
 use super::conn::{Conn, ConnId};
 use super::forward::{AnswersOut, Forwarded};
-use super::txn::Txn;
 use super::{ReplyTo, Shard, ShardMsg, SlotOp};
 use hashbrown::HashMap;
 use rush_protocol::{Reply, Request, RushError};
@@ -203,7 +202,7 @@ impl Shard {
         let now = Instant::now();
         let now_ms = self.ctx.clock.now_ms();
         let storage = self.ctx.storage.clone();
-        let mut txn = Txn::new(&storage, self.id).with_rows(std::mem::take(&mut self.rows));
+        let mut txn = self.txn(&storage);
         let backlog = self.lanes.len() + self.mailbox.queued();
         for s in &mut self.services {
             s.begin_group(backlog);
@@ -317,8 +316,11 @@ impl Shard {
         self.send_remote_answers();
         self.flush_touched(now);
 
-        // Between passes: slot moves, timers.
+        // Between passes: slot moves, timers, writing back.
         if !self.io.slot_ops.is_empty() {
+            // A slot's data moves outside the shard's groups: RocksDB must
+            // hold all of it first (a failed write back fails the move).
+            let _ = self.write_back();
             self.rows.clear();
             for op in std::mem::take(&mut self.io.slot_ops) {
                 self.slot_op(op);
@@ -332,6 +334,7 @@ impl Shard {
                 let _ = w.send(());
             }
         }
+        self.maybe_write_back();
         if now >= self.io.next_scan {
             self.scan_timeouts(now);
             self.io.next_scan = now + TIMER_SCAN;
@@ -357,7 +360,7 @@ impl Shard {
     fn finish(&mut self) {
         while !self.lanes.is_empty() {
             let storage = self.ctx.storage.clone();
-            let mut txn = Txn::new(&storage, self.id).with_rows(std::mem::take(&mut self.rows));
+            let mut txn = self.txn(&storage);
             self.io.executed = 0;
             self.io.lane_counts.clear();
             let now_ms = self.ctx.clock.now_ms();

@@ -109,6 +109,19 @@ impl RowCache {
         }
     }
 
+    /// Forget `key` (its value is about to change elsewhere).
+    #[inline]
+    pub fn remove(&mut self, key: &[u8]) {
+        if self.young.is_empty() && self.old.is_empty() {
+            return;
+        }
+        if let Some(v) = self.young.remove(key) {
+            let was = key.len() + v.as_ref().map_or(0, Bytes::len) + ENTRY_OVERHEAD;
+            self.young_bytes = self.young_bytes.saturating_sub(was);
+        }
+        self.old.remove(key);
+    }
+
     pub fn clear(&mut self) {
         self.young.clear();
         self.old.clear();

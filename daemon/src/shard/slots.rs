@@ -56,7 +56,16 @@ impl Shard {
         match op {
             SlotOp::Freeze { done } => {
                 self.tick(true);
-                let _ = done.send(Ok(()));
+                // The mover reads the slot from RocksDB: it must hold every
+                // committed write (`tick(true)` wrote the pending ones back).
+                let held = self.pending.as_ref().is_none_or(|p| p.is_empty());
+                let _ = done.send(if held {
+                    Ok(())
+                } else {
+                    Err(RushError::unavailable(
+                        "this shard's pending writes could not be written to RocksDB; the slot stays",
+                    ))
+                });
             }
             SlotOp::Adopt {
                 slot,

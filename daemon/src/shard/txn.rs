@@ -1,13 +1,20 @@
 //! The write set of one group commit.
 //!
 //! A shard applies a group of requests one after another; each request reads
-//! through the writes of the requests before it (they are not in RocksDB yet)
+//! through the writes of the requests before it (they are not committed yet)
 //! and stages its own writes. A request that succeeds moves its staged writes
-//! into the group's batch; one that fails drops them, so a failed request
-//! writes nothing. The group then commits as one [`WriteBatch`] — one WAL
-//! append, one fsync if any request in it needs durability.
+//! into the group's; one that fails drops them, so a failed request writes
+//! nothing. The group then commits as one unit (`Shard::commit`): one record
+//! of the shard's log, or one RocksDB [`WriteBatch`] — one append, one fsync
+//! if any request in it needs durability.
+//!
+//! Reads look, in order, at the request's own staged writes, the group's,
+//! the shard's pending writes (committed to its log, not yet in RocksDB:
+//! `shard::pending`), the row cache, and RocksDB.
 
+use super::pending::Pending;
 use super::rows::RowCache;
+use super::write_back::Writer;
 use crate::storage::{Storage, StorageError, WriteBatch};
 use bytes::Bytes;
 use hashbrown::HashMap;
@@ -20,11 +27,15 @@ pub type Scanned = (Vec<(Vec<u8>, Vec<u8>)>, bool);
 pub struct Txn<'s> {
     storage: &'s Storage,
     shard: usize,
-    /// Made on the first write (a pass that only reads allocates none).
-    batch: Option<WriteBatch>,
     /// Newest value per key written by earlier requests of this group
-    /// (`None` = deleted). Consulted before RocksDB.
+    /// (`None` = deleted). Consulted before RocksDB; what the group commits.
     applied: HashMap<Vec<u8>, Option<Bytes>>,
+    /// Key ranges deleted by the group's requests, in order (committed
+    /// before `applied`: a write that came before a range's deletion was
+    /// taken out of `applied` when the deletion was).
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Meta records the group writes (`None`: removes), in order.
+    meta: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     /// Writes of the request being applied, in order.
     staged: Vec<(Vec<u8>, Option<Bytes>)>,
     staged_ranges: Vec<(Vec<u8>, Vec<u8>)>,
@@ -33,34 +44,73 @@ pub struct Txn<'s> {
     has_writes: bool,
     /// The shard's row cache, lent to this group (see [`Txn::with_rows`]).
     rows: Option<RefCell<RowCache>>,
+    /// The shard's pending writes, lent to this group, and the thread that
+    /// writes them back.
+    pending: Option<RefCell<Pending>>,
+    writer: Option<std::sync::Arc<Writer>>,
     /// A key range was deleted: the row cache can't tell which keys.
     ranges_deleted: bool,
 }
 
-/// A finished group: what to commit, and the row cache to hand back.
+/// A finished group: what to commit, and the row cache and pending writes
+/// to hand back.
 pub struct Finished {
-    pub commit: Option<(WriteBatch, bool)>,
-    rows: Option<RowCache>,
-    applied: HashMap<Vec<u8>, Option<Bytes>>,
+    /// Anything to commit at all.
+    pub has_writes: bool,
+    /// Must be fsynced before any of it is answered.
+    pub sync: bool,
+    pub applied: HashMap<Vec<u8>, Option<Bytes>>,
+    pub ranges: Vec<(Vec<u8>, Vec<u8>)>,
+    pub meta: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    pub rows: Option<RowCache>,
+    pub pending: Option<Pending>,
     ranges_deleted: bool,
 }
 
 impl Finished {
-    /// The row cache after the commit: updated with the group's writes when
-    /// it succeeded, emptied when it failed (memory may reflect writes that
-    /// never happened) or when a range was deleted. `None` when the group ran
-    /// without the cache.
-    pub fn rows_after(self, committed: bool) -> Option<RowCache> {
-        let mut rows = self.rows?;
+    /// Only key writes of the shard's own column family: what its log can
+    /// hold (meta records and range deletions go to RocksDB directly).
+    pub fn loggable(&self) -> bool {
+        self.ranges.is_empty() && self.meta.is_empty()
+    }
+
+    /// The group as one RocksDB batch, if it wrote anything.
+    pub fn batch(&self, storage: &Storage, shard: usize) -> Option<WriteBatch> {
+        if !self.has_writes {
+            return None;
+        }
+        let cf = storage.cf(shard);
+        let mut batch = WriteBatch::default();
+        for (from, to) in &self.ranges {
+            batch.delete_range_cf(cf, from, to);
+        }
+        for (k, v) in &self.applied {
+            match v {
+                Some(v) => batch.put_cf(cf, k, v),
+                None => batch.delete_cf(cf, k),
+            }
+        }
+        for (k, v) in &self.meta {
+            match v {
+                Some(v) => storage.batch_meta_put(&mut batch, k, v),
+                None => storage.batch_meta_delete(&mut batch, k),
+            }
+        }
+        Some(batch)
+    }
+
+    /// The row cache after a commit straight to RocksDB: updated with the
+    /// group's writes when it succeeded, emptied when it failed (memory may
+    /// reflect writes that never happened) or when a range was deleted.
+    pub fn settle_rows(&mut self, rows: &mut RowCache, committed: bool) {
         if !committed || self.ranges_deleted {
             rows.clear();
         }
         if committed {
-            for (k, v) in self.applied {
+            for (k, v) in self.applied.drain() {
                 rows.insert(k, v);
             }
         }
-        Some(rows)
     }
 }
 
@@ -69,14 +119,17 @@ impl<'s> Txn<'s> {
         Txn {
             storage,
             shard,
-            batch: None,
             applied: HashMap::new(),
+            ranges: Vec::new(),
+            meta: Vec::new(),
             staged: Vec::new(),
             staged_ranges: Vec::new(),
             staged_sync: false,
             sync: false,
             has_writes: false,
             rows: None,
+            pending: None,
+            writer: None,
             ranges_deleted: false,
         }
     }
@@ -84,6 +137,18 @@ impl<'s> Txn<'s> {
     /// Read through (and fill) the shard's row cache during this group.
     pub fn with_rows(mut self, rows: RowCache) -> Self {
         self.rows = Some(RefCell::new(rows));
+        self
+    }
+
+    /// Read through the shard's pending writes during this group (and
+    /// have `writer` write them back when a scan needs RocksDB whole).
+    pub fn with_pending(
+        mut self,
+        pending: Option<Pending>,
+        writer: Option<std::sync::Arc<Writer>>,
+    ) -> Self {
+        self.pending = pending.map(RefCell::new);
+        self.writer = writer;
         self
     }
 
@@ -104,6 +169,11 @@ impl<'s> Txn<'s> {
         if let Some(v) = self.applied.get(key) {
             return Ok(v.clone());
         }
+        if let Some(pending) = &self.pending {
+            if let Some(v) = pending.borrow().get(key) {
+                return Ok(v);
+            }
+        }
         if let Some(rows) = &self.rows {
             if let Some(v) = rows.borrow_mut().get(key) {
                 return Ok(v);
@@ -119,6 +189,37 @@ impl<'s> Txn<'s> {
         Ok(v)
     }
 
+    /// Make RocksDB hold every committed write in `[from, to)`, so that a
+    /// scan of it is whole: the shard's pending writes are written back
+    /// when any of them is in the range's slots.
+    fn settle_range(&self, from: &[u8], to: &[u8]) -> Result<(), StorageError> {
+        let (Some(pending), Some(writer)) = (&self.pending, &self.writer) else {
+            return Ok(());
+        };
+        if !pending.borrow().touches(from, to) {
+            return Ok(());
+        }
+        let mut pending = pending.borrow_mut();
+        let before = pending.len();
+        let settled = pending.settle(writer);
+        let landed = before - pending.len();
+        self.storage.stats.pending_keys.sub(landed as i64);
+        settled.map(|_| ())
+    }
+
+    /// Visit the committed keys of `[from, to)` in RocksDB in order until
+    /// `f` returns false. Writes of this group are not seen (use
+    /// [`Txn::scan`] for those).
+    pub fn scan_stored(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        self.settle_range(from, to)?;
+        self.storage.scan(self.shard, from, to, f)
+    }
+
     /// Up to `max` keys of `[from, to)` as this request sees them — RocksDB
     /// merged with the writes of earlier requests of the group and of this
     /// request — in key order; expired values included (callers check).
@@ -126,6 +227,7 @@ impl<'s> Txn<'s> {
     /// ranges: the merge is built in memory.
     pub fn scan(&self, from: &[u8], to: &[u8], max: usize) -> Result<Scanned, StorageError> {
         use std::collections::BTreeMap;
+        self.settle_range(from, to)?;
         let inside = |k: &[u8]| k >= from && k < to;
         // The group's writes in range; later writes win (staged after applied).
         let mut overlay: BTreeMap<&[u8], Option<&Bytes>> = BTreeMap::new();
@@ -188,31 +290,22 @@ impl<'s> Txn<'s> {
     /// request. For reservations that must land once made (ID segment
     /// high-water marks): the in-memory state has already moved on.
     pub fn put_unconditional(&mut self, key: Vec<u8>, value: Vec<u8>, sync: bool) {
-        let cf = self.storage.cf(self.shard);
-        self.batch
-            .get_or_insert_with(WriteBatch::default)
-            .put_cf(cf, &key, &value);
         self.applied.insert(key, Some(value.into()));
         self.sync |= sync;
         self.has_writes = true;
     }
 
-    /// Write a meta record in the same atomic, synced batch (cluster map
+    /// Write a meta record in the same atomic, synced commit (cluster map
     /// changes that must land together with shard data).
     pub fn put_meta(&mut self, key: &[u8], value: &[u8]) {
-        self.storage.batch_meta_put(
-            self.batch.get_or_insert_with(WriteBatch::default),
-            key,
-            value,
-        );
+        self.meta.push((key.to_vec(), Some(value.to_vec())));
         self.sync = true;
         self.has_writes = true;
     }
 
-    /// Remove a meta record in the same atomic, synced batch.
+    /// Remove a meta record in the same atomic, synced commit.
     pub fn delete_meta(&mut self, key: &[u8]) {
-        self.storage
-            .batch_meta_delete(self.batch.get_or_insert_with(WriteBatch::default), key);
+        self.meta.push((key.to_vec(), None));
         self.sync = true;
         self.has_writes = true;
     }
@@ -227,17 +320,15 @@ impl<'s> Txn<'s> {
     pub fn finish_request(&mut self, ok: bool) -> bool {
         let wrote = ok && !(self.staged.is_empty() && self.staged_ranges.is_empty());
         if wrote {
-            let cf = self.storage.cf(self.shard);
-            let batch = self.batch.get_or_insert_with(WriteBatch::default);
             for (from, to) in self.staged_ranges.drain(..) {
-                batch.delete_range_cf(cf, &from, &to);
+                // An earlier write inside the range is deleted by it.
+                self.applied.retain(|k, _| {
+                    !(k.as_slice() >= from.as_slice() && k.as_slice() < to.as_slice())
+                });
+                self.ranges.push((from, to));
                 self.ranges_deleted = true;
             }
             for (k, v) in self.staged.drain(..) {
-                match &v {
-                    Some(v) => batch.put_cf(cf, &k, v),
-                    None => batch.delete_cf(cf, &k),
-                }
                 self.applied.insert(k, v);
             }
             self.sync |= self.staged_sync;
@@ -256,19 +347,22 @@ impl<'s> Txn<'s> {
 
     /// The batch to commit and whether it must be synced, if anything was written.
     pub fn into_commit(self) -> Option<(WriteBatch, bool)> {
-        self.finish().commit
+        let (storage, shard) = (self.storage, self.shard);
+        let f = self.finish();
+        f.batch(storage, shard).map(|b| (b, f.sync))
     }
 
-    /// End the group: the batch to commit (if anything was written) and the
-    /// row cache to update once the commit's outcome is known.
+    /// End the group: what to commit, and the row cache and pending writes
+    /// to hand back once the commit's outcome is known.
     pub fn finish(self) -> Finished {
         Finished {
-            commit: match (self.has_writes, self.batch) {
-                (true, Some(b)) => Some((b, self.sync)),
-                _ => None,
-            },
-            rows: self.rows.map(RefCell::into_inner),
+            has_writes: self.has_writes,
+            sync: self.sync,
             applied: self.applied,
+            ranges: self.ranges,
+            meta: self.meta,
+            rows: self.rows.map(RefCell::into_inner),
+            pending: self.pending.map(RefCell::into_inner),
             ranges_deleted: self.ranges_deleted,
         }
     }

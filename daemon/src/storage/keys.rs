@@ -312,6 +312,15 @@ pub mod meta {
         format!("{CLUSTER_IMPORTED}{slot}").into_bytes()
     }
 
+    /// Prefix of the last shard-log record each shard's column family holds
+    /// (`shard-log/N`, `u64` BE): records after it are replayed at open
+    /// (see `storage::log`).
+    pub const SHARD_LOG: &str = "shard-log/";
+
+    pub fn shard_log(shard: usize) -> Vec<u8> {
+        format!("{SHARD_LOG}{shard}").into_bytes()
+    }
+
     /// Every fixed record name and every prefix of a family of names.
     pub const ALL: &[&[u8]] = &[
         LAYOUT,
@@ -323,6 +332,7 @@ pub mod meta {
         CLUSTER_MIGRATION,
         CLUSTER_IMPORT.as_bytes(),
         CLUSTER_IMPORTED.as_bytes(),
+        SHARD_LOG.as_bytes(),
     ];
 }
 

@@ -14,6 +14,7 @@
 //! the background; readers must still treat expired values as absent.
 
 mod layout;
+pub mod log;
 mod ttl;
 
 pub mod keys;
@@ -25,7 +26,7 @@ pub use ttl::HASH_FIELD_GRACE_MS;
 
 use crate::clock::Clock;
 use crate::config::StorageConfig;
-use crate::metrics::local::Counter;
+use crate::metrics::local::{Counter, Gauge};
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBPinnableSlice, Direction,
     IteratorMode, Options, ReadOptions, WriteOptions, DB,
@@ -34,6 +35,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use rocksdb::WriteBatch;
+
+/// The size of the batches a write back is cut into.
+const WRITE_BACK_CHUNK: usize = 1 << 20;
 
 /// A raw key and value.
 pub type RawPair = (Vec<u8>, Vec<u8>);
@@ -46,15 +50,23 @@ pub enum StorageError {
     Corrupt(#[from] value::Corrupt),
     #[error("data directory {dir}: {message}")]
     Layout { dir: PathBuf, message: String },
+    #[error("shard log: {0}")]
+    Log(#[from] log::LogError),
+    #[error("shard log: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// Counters the metrics endpoint reads (per shard: every shard counts on
 /// its own cache line, see `metrics::local`).
 pub struct StorageStats {
+    /// Group commits written: RocksDB batches and shard-log records.
     pub writes: Counter,
+    /// Of those, fsynced.
     pub syncs: Counter,
     pub write_errors: Counter,
     pub reads: Counter,
+    /// Keys in shard logs that RocksDB doesn't hold yet (`shard::pending`).
+    pub pending_keys: Gauge,
 }
 
 impl StorageStats {
@@ -65,6 +77,11 @@ impl StorageStats {
             syncs: c(),
             write_errors: c(),
             reads: c(),
+            pending_keys: Gauge::new(
+                "storage_pending_keys",
+                "Keys written to shard logs and not yet to RocksDB (storage.commit = \"log\")",
+                shards + 1,
+            ),
         }
     }
 }
@@ -79,6 +96,9 @@ pub struct Storage {
     relaxed_opts: WriteOptions,
     /// The memtable is one skiplist per slot (see [`Storage::scan`]).
     slot_memtable: bool,
+    /// Per shard: the last shard-log record its column family holds (every
+    /// log was replayed at open, so a shard's new log starts after it).
+    log_through: Vec<u64>,
     pub stats: StorageStats,
 }
 
@@ -178,7 +198,13 @@ impl Storage {
 
         let mut sync_opts = WriteOptions::default();
         sync_opts.set_sync(true);
+        // Before rebalancing: a log holds its shard's keys of the layout
+        // the directory was written with.
+        replay_logs(&db, &dir, &sync_opts)?;
         layout::settle(&mut db, &names, &existing, shards, &sync_opts, &dir)?;
+        let log_through = (0..shards)
+            .map(|i| log_marker(&db, &dir, i))
+            .collect::<Result<Vec<u64>, StorageError>>()?;
 
         let db = Arc::new(db);
         // Only a weak reference: the filters never keep the database open.
@@ -190,8 +216,56 @@ impl Storage {
             sync_opts,
             relaxed_opts: WriteOptions::default(),
             slot_memtable: cfg.memtable == crate::config::Memtable::SlotHash,
+            log_through,
             stats: StorageStats::new(shards),
         })
+    }
+
+    /// Shard `shard`'s log directory.
+    pub fn log_dir(&self, shard: usize) -> PathBuf {
+        log::shard_dir(&self.dir, shard)
+    }
+
+    /// The last shard-log record shard `shard`'s column family held at
+    /// open: its new log starts after it.
+    pub fn log_through(&self, shard: usize) -> u64 {
+        self.log_through.get(shard).copied().unwrap_or(0)
+    }
+
+    /// Write a shard's pending writes, in the order given (key order: a
+    /// sorted run), then the last log record they reach, synced: once it
+    /// returns, that part of the shard's log may go.
+    ///
+    /// The run goes in batches of about [`WRITE_BACK_CHUNK`] (one large
+    /// batch would grow, copying itself, into fresh memory the kernel must
+    /// zero first: a quarter of the CPU in a profile); only the last, with
+    /// the log position, is synced. A crash in between leaves some of the
+    /// run in RocksDB and the log position where it was: replaying those
+    /// records writes the same newest values again.
+    pub fn write_back<'a>(
+        &self,
+        shard: usize,
+        run: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+        through: u64,
+    ) -> Result<(), StorageError> {
+        let cf = self.cf(shard);
+        let chunk = || WriteBatch::with_capacity_bytes(WRITE_BACK_CHUNK + (64 << 10));
+        let mut batch = chunk();
+        for (k, v) in run {
+            match v {
+                Some(v) => batch.put_cf(cf, k, v),
+                None => batch.delete_cf(cf, k),
+            }
+            if batch.size_in_bytes() >= WRITE_BACK_CHUNK {
+                self.write(std::mem::replace(&mut batch, chunk()), false)?;
+            }
+        }
+        batch.put_cf(
+            self.meta_cf(),
+            keys::meta::shard_log(shard),
+            through.to_be_bytes(),
+        );
+        self.write(batch, true)
     }
 
     pub fn dir(&self) -> &Path {
@@ -367,6 +441,12 @@ impl Storage {
         Ok(out)
     }
 
+    /// About how many records the shards hold: RocksDB's estimate, plus
+    /// the keys still pending in shard logs.
+    pub fn keys_estimate(&self) -> u64 {
+        self.property_sum("rocksdb.estimate-num-keys") + self.stats.pending_keys.get().max(0) as u64
+    }
+
     /// A RocksDB integer property summed over shards (e.g. estimate-num-keys).
     pub fn property_sum(&self, name: &str) -> u64 {
         (0..self.shards())
@@ -393,6 +473,94 @@ impl Storage {
         }
         Ok(())
     }
+}
+
+/// The last shard-log record shard `shard`'s column family holds.
+fn log_marker(db: &DB, dir: &Path, shard: usize) -> Result<u64, StorageError> {
+    let meta = db.cf_handle(cf::META).expect("meta column family exists");
+    match db.get_cf(meta, keys::meta::shard_log(shard))? {
+        Some(v) => Ok(u64::from_be_bytes(v.as_slice().try_into().map_err(
+            |_| StorageError::Layout {
+                dir: dir.to_path_buf(),
+                message: format!("shard-log record {shard} is not 8 bytes"),
+            },
+        )?)),
+        None => Ok(0),
+    }
+}
+
+/// Replay every shard log in `dir` into its shard's column family (records
+/// after the one the column family holds), synced, then delete the logs.
+fn replay_logs(db: &DB, dir: &Path, sync: &WriteOptions) -> Result<(), StorageError> {
+    let logs = match std::fs::read_dir(dir.join(log::LOG_DIR)) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(StorageError::Layout {
+                dir: dir.to_path_buf(),
+                message: format!("can't read {}: {e}", log::LOG_DIR),
+            })
+        }
+    };
+    let meta = db.cf_handle(cf::META).expect("meta column family exists");
+    for entry in logs.flatten() {
+        let name = entry.file_name();
+        let Some(shard) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("shard-"))
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let marker = keys::meta::shard_log(shard);
+        let after = log_marker(db, dir, shard)?;
+        let log_dir = entry.path();
+        let Some(cf) = db.cf_handle(&cf::shard(shard)) else {
+            if log::replay(&log_dir, after, |_, _| Ok(()))? > after {
+                return Err(StorageError::Layout {
+                    dir: dir.to_path_buf(),
+                    message: format!("a log for shard {shard} but no column family for it"),
+                });
+            }
+            continue;
+        };
+        let mut batch = WriteBatch::default();
+        let mut replayed = 0u64;
+        let last = log::replay(&log_dir, after, |seq, entries| {
+            for e in entries {
+                match e {
+                    Ok(log::Entry::Put(k, v)) => batch.put_cf(cf, k, v),
+                    Ok(log::Entry::Delete(k)) => batch.delete_cf(cf, k),
+                    Err(()) => unreachable!("records are checked whole before replay"),
+                }
+            }
+            replayed += 1;
+            if batch.size_in_bytes() > 64 << 20 {
+                let mut full = std::mem::take(&mut batch);
+                full.put_cf(meta, &marker, seq.to_be_bytes());
+                db.write_opt(full, sync).map_err(|e| log::LogError::Io {
+                    path: log_dir.clone(),
+                    source: std::io::Error::other(e),
+                })?;
+            }
+            Ok(())
+        })?;
+        batch.put_cf(meta, &marker, last.to_be_bytes());
+        db.write_opt(batch, sync)?;
+        log::clear(&log_dir).map_err(|e| StorageError::Layout {
+            dir: dir.to_path_buf(),
+            message: format!("can't clear {}: {e}", log_dir.display()),
+        })?;
+        if replayed > 0 {
+            tracing::info!(
+                shard,
+                records = replayed,
+                through = last,
+                "shard log replayed"
+            );
+        }
+    }
+    Ok(())
 }
 
 impl Drop for Storage {

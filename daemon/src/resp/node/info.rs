@@ -147,7 +147,7 @@ pub(super) fn info(node: &NodeShared, conn: &RespConn, asked: &[String]) -> Stri
             _ => {
                 // RocksDB's estimate of the records stored, every
                 // service's (a count would scan them all).
-                let keys = storage.property_sum("rocksdb.estimate-num-keys");
+                let keys = storage.keys_estimate();
                 if keys > 0 {
                     rows.push(("db0", format!("keys={keys}")));
                 }

@@ -1,0 +1,212 @@
+//! Pending writes: what a shard's committed passes wrote that is in its
+//! log (`storage::log`, durable) but not yet in RocksDB
+//! (`storage.commit = "log"`).
+//!
+//! Reads look here before the row cache and RocksDB. When the pending
+//! writes pass their budget they are frozen into a run and handed to the
+//! shard's write-back thread (`write_back`), which writes them to RocksDB
+//! in key order: one batch whose keys RocksDB inserts next to each other
+//! instead of at random places, which is where the saving is. Each key is
+//! held once (its newest value), so a hot key rewritten a thousand times is
+//! written back once. Until the run has landed, reads find it here too.
+//!
+//! Whatever must read RocksDB directly (a scan of a slot with pending
+//! writes, a slot move, a timer's flush) first waits for everything to land
+//! ([`Pending::settle`]). Runs land in the order they were frozen (one at a
+//! time), so RocksDB never gets an older value after a newer one.
+
+use super::write_back::{Landed, Run, Writer};
+use crate::storage::StorageError;
+use bytes::Bytes;
+use hashbrown::HashMap;
+use rush_protocol::SLOTS;
+use std::sync::Arc;
+
+/// Per-entry bookkeeping counted on top of key and value.
+const ENTRY_OVERHEAD: usize = 48;
+
+pub struct Pending {
+    /// Newest value per storage key (`None`: deleted) since the last run.
+    map: HashMap<Vec<u8>, Option<Bytes>>,
+    /// Pending keys per slot, so a scan knows at once whether its slots
+    /// have any (keys start with their big-endian slot).
+    per_slot: Box<[u32]>,
+    bytes: usize,
+    /// Freeze a run when `bytes` passes this.
+    budget: usize,
+    /// The last log record whose writes are here (or in RocksDB).
+    through: u64,
+    /// The last log record RocksDB holds (synced).
+    written_back: u64,
+    /// The run on its way to RocksDB.
+    frozen: Option<Arc<Run>>,
+}
+
+impl Pending {
+    /// `through`: the last log record RocksDB already holds.
+    pub fn new(budget: usize, through: u64) -> Pending {
+        Pending {
+            map: HashMap::new(),
+            per_slot: new_per_slot(),
+            bytes: 0,
+            budget,
+            through,
+            written_back: through,
+            frozen: None,
+        }
+    }
+
+    /// Nothing pending, nothing in flight.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty() && self.frozen.is_none()
+    }
+
+    /// Keys held (pending and in flight).
+    pub fn len(&self) -> usize {
+        self.map.len() + self.frozen.as_ref().map_or(0, |r| r.map.len())
+    }
+
+    /// Bytes held since the last run was frozen.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Bytes held before a run is due.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Over budget: time for a run.
+    pub fn full(&self) -> bool {
+        self.bytes > self.budget
+    }
+
+    /// A run is on its way to RocksDB.
+    pub fn in_flight(&self) -> bool {
+        self.frozen.is_some()
+    }
+
+    /// The last log record RocksDB holds: segments up to it may go.
+    pub fn written_back(&self) -> u64 {
+        self.written_back
+    }
+
+    /// The newest pending value of `key`: `Some(None)` when it was deleted,
+    /// `None` when nothing is pending for it.
+    #[inline]
+    pub fn get(&self, key: &[u8]) -> Option<Option<Bytes>> {
+        if let Some(v) = self.map.get(key) {
+            return Some(v.clone());
+        }
+        self.frozen.as_ref()?.map.get(key).cloned()
+    }
+
+    /// Does any slot of the key range `[from, to)` have pending writes?
+    pub fn touches(&self, from: &[u8], to: &[u8]) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        let first = crate::storage::keys::slot_of_bound(from).min(u32::from(SLOTS) - 1) as usize;
+        let last = crate::storage::keys::slot_of_bound(to).min(u32::from(SLOTS) - 1) as usize;
+        let any = |per_slot: &[u32]| per_slot[first..=last].iter().any(|&n| n > 0);
+        any(&self.per_slot) || self.frozen.as_ref().is_some_and(|r| any(&r.per_slot))
+    }
+
+    /// The writes of log record `seq`, committed.
+    pub fn absorb(&mut self, writes: impl Iterator<Item = (Vec<u8>, Option<Bytes>)>, seq: u64) {
+        for (key, value) in writes {
+            self.insert(key, value);
+        }
+        self.through = seq;
+    }
+
+    fn insert(&mut self, key: Vec<u8>, value: Option<Bytes>) {
+        let (key_len, new_len) = (key.len(), value_len(&value));
+        let slot = slot_of(&key);
+        match self.map.insert(key, value) {
+            Some(old) => self.bytes = (self.bytes + new_len).saturating_sub(value_len(&old)),
+            None => {
+                self.bytes += key_len + new_len + ENTRY_OVERHEAD;
+                self.per_slot[slot] += 1;
+            }
+        }
+    }
+
+    /// Hand what is pending to `writer` as a run. False when there was
+    /// nothing to hand over, or a run is still in flight.
+    pub fn freeze(&mut self, writer: &Writer) -> bool {
+        if self.frozen.is_some() || (self.map.is_empty() && self.written_back == self.through) {
+            return false;
+        }
+        let run = Arc::new(Run {
+            map: std::mem::take(&mut self.map),
+            per_slot: std::mem::replace(&mut self.per_slot, new_per_slot()),
+            through: self.through,
+            bytes: std::mem::take(&mut self.bytes),
+        });
+        self.frozen = Some(run.clone());
+        writer.write(run);
+        true
+    }
+
+    /// A run landed (or failed to): on success RocksDB holds it, and it is
+    /// freed on the writer's thread; on failure its writes are pending again
+    /// (under any newer ones).
+    pub fn landed(&mut self, landed: Landed, writer: &Writer) -> Result<usize, StorageError> {
+        let Some(run) = self.frozen.take() else {
+            return Ok(0);
+        };
+        match landed.result {
+            Ok(()) => {
+                self.written_back = self.written_back.max(landed.through);
+                writer.free(run);
+                Ok(landed.keys)
+            }
+            Err(e) => {
+                // The writer let go of it before saying so.
+                let run = Arc::try_unwrap(run).unwrap_or_else(|shared| Run {
+                    map: shared.map.clone(),
+                    per_slot: shared.per_slot.clone(),
+                    through: shared.through,
+                    bytes: shared.bytes,
+                });
+                for (k, v) in run.map {
+                    if !self.map.contains_key(&k) {
+                        self.insert(k, v);
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Make RocksDB hold everything committed: wait for the run in flight,
+    /// then write what is pending as one more and wait for it. Returns the
+    /// keys written back.
+    pub fn settle(&mut self, writer: &Writer) -> Result<usize, StorageError> {
+        let mut keys = 0;
+        loop {
+            if self.frozen.is_some() {
+                keys += self.landed(writer.wait_landed(), writer)?;
+            }
+            if !self.freeze(writer) {
+                return Ok(keys);
+            }
+        }
+    }
+}
+
+fn new_per_slot() -> Box<[u32]> {
+    vec![0; SLOTS as usize].into_boxed_slice()
+}
+
+fn value_len(v: &Option<Bytes>) -> usize {
+    v.as_ref().map_or(0, Bytes::len)
+}
+
+fn slot_of(key: &[u8]) -> usize {
+    match key {
+        [a, b, ..] => usize::from(u16::from_be_bytes([*a, *b])) % usize::from(SLOTS),
+        _ => 0,
+    }
+}

@@ -1,0 +1,161 @@
+//! A shard's write-back thread: it writes runs of pending writes (see
+//! `pending`) to RocksDB, so that the shard thread goes on serving while a
+//! run of hundreds of thousands of keys is sorted and inserted.
+//!
+//! One run is in flight at a time. The shard hands it over read-only (an
+//! `Arc`: the shard still answers reads from it until RocksDB holds it),
+//! the thread writes it in key order with the log position it reaches
+//! (`Storage::write_back`, synced), says so on a channel and wakes the
+//! shard. Freeing a run (a few hundred thousand keys and values) is also
+//! its work, not the shard's.
+
+use super::mailbox::ShardHandle;
+use crate::storage::{Storage, StorageError};
+use bytes::Bytes;
+use crossbeam_channel::{Receiver, Sender};
+use hashbrown::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Pending writes on their way to RocksDB, read-only.
+pub struct Run {
+    /// Newest value per storage key (`None`: deleted).
+    pub map: HashMap<Vec<u8>, Option<Bytes>>,
+    /// Keys per slot (see `Pending::touches`).
+    pub per_slot: Box<[u32]>,
+    /// The last log record whose writes are in `map`.
+    pub through: u64,
+    pub bytes: usize,
+}
+
+/// What became of a run.
+pub struct Landed {
+    pub through: u64,
+    pub keys: usize,
+    pub secs: f64,
+    pub result: Result<(), StorageError>,
+}
+
+enum Job {
+    Write(Arc<Run>),
+    Free(Arc<Run>),
+}
+
+pub struct Writer {
+    jobs: Option<Sender<Job>>,
+    landed: Receiver<Landed>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Writer {
+    /// Start shard `shard`'s write-back thread; it wakes the shard through
+    /// `wake` when a run has landed.
+    pub fn start(
+        shard: usize,
+        storage: Arc<Storage>,
+        wake: ShardHandle,
+    ) -> std::io::Result<Writer> {
+        let (jobs, rx) = crossbeam_channel::unbounded::<Job>();
+        let (tx, landed) = crossbeam_channel::unbounded();
+        let thread = std::thread::Builder::new()
+            .name(format!("rush-write-back-{shard}"))
+            .spawn(move || {
+                crate::metrics::local::enter_shard(shard);
+                for job in rx {
+                    let run = match job {
+                        Job::Write(run) => run,
+                        Job::Free(run) => {
+                            drop(run);
+                            continue;
+                        }
+                    };
+                    let started = Instant::now();
+                    let result = write(&storage, shard, &run);
+                    let landed = Landed {
+                        through: run.through,
+                        keys: run.map.len(),
+                        secs: started.elapsed().as_secs_f64(),
+                        result,
+                    };
+                    // The shard holds the other reference: it frees the run
+                    // through `free` once it stops reading it.
+                    drop(run);
+                    if tx.send(landed).is_err() {
+                        return;
+                    }
+                    wake.nudge();
+                }
+            })?;
+        Ok(Writer {
+            jobs: Some(jobs),
+            landed,
+            thread: Some(thread),
+        })
+    }
+
+    /// Write `run` to RocksDB.
+    pub fn write(&self, run: Arc<Run>) {
+        self.send(Job::Write(run));
+    }
+
+    /// Free `run` on this thread.
+    pub fn free(&self, run: Arc<Run>) {
+        self.send(Job::Free(run));
+    }
+
+    fn send(&self, job: Job) {
+        if let Some(jobs) = &self.jobs {
+            // The thread only stops when this Writer is dropped.
+            let _ = jobs.send(job);
+        }
+    }
+
+    /// A run that has landed, if any.
+    pub fn try_landed(&self) -> Option<Landed> {
+        self.landed.try_recv().ok()
+    }
+
+    /// Wait for the run in flight to land.
+    pub fn wait_landed(&self) -> Landed {
+        self.landed.recv().unwrap_or_else(|_| Landed {
+            through: 0,
+            keys: 0,
+            secs: 0.0,
+            result: Err(StorageError::Io(std::io::Error::other(
+                "the write-back thread stopped",
+            ))),
+        })
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The run in key order. Keys start with slot, keyspace and the key's first
+/// bytes: sorting on a 16-byte prefix read once keeps most comparisons in
+/// the sort's own array instead of chasing every key.
+fn write(storage: &Storage, shard: usize, run: &Run) -> Result<(), StorageError> {
+    let mut sorted: Vec<(u128, &Vec<u8>, &Option<Bytes>)> =
+        run.map.iter().map(|(k, v)| (prefix(k), k, v)).collect();
+    sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    storage.write_back(
+        shard,
+        sorted.iter().map(|(_, k, v)| (k.as_slice(), v.as_deref())),
+        run.through,
+    )
+}
+
+/// A key's first 16 bytes as a number that sorts like them.
+#[inline]
+fn prefix(key: &[u8]) -> u128 {
+    let mut p = [0u8; 16];
+    let n = key.len().min(16);
+    p[..n].copy_from_slice(&key[..n]);
+    u128::from_be_bytes(p)
+}

@@ -184,12 +184,12 @@ pub enum Memtable {
 pub enum Commit {
     /// Each pass is one WriteBatch into RocksDB: its WAL, then its memtable
     /// (a random key's insert there is a chain of cache misses).
-    #[default]
     Direct,
     /// Each pass is one record of the shard's own log (`storage::log`),
     /// synced; the writes stay in memory (`shard::pending`) until they are
     /// written to RocksDB as one sorted run, which costs a third of as many
     /// random inserts (bench/results/NOTES.md).
+    #[default]
     Log,
 }
 

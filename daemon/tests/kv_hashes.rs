@@ -340,3 +340,49 @@ async fn a_hash_an_older_rushd_wrote_as_one_value_is_read_and_converted_on_write
     );
     node.stop().await;
 }
+
+/// A hash's fields read whole while some of its writes are still pending
+/// (in the shard log, not yet in RocksDB): HGETALL merges them over what
+/// RocksDB holds — new fields, replaced values, and deleted fields hidden
+/// even though RocksDB still has them — before and after they land.
+#[tokio::test]
+async fn hgetall_sees_pending_writes_over_what_rocksdb_holds() {
+    let node = TestNode::start().await;
+    let c = &node.client;
+    let mut model: BTreeMap<String, String> = BTreeMap::new();
+    let first = fields(60, "old");
+    c.hset("p", first.clone()).await.unwrap();
+    model.extend(first);
+    // RocksDB holds these sixty; what follows is pending.
+    node.running().write_back().await;
+    let gone: Vec<String> = (0..20).map(|i| format!("f{i:05}")).collect();
+    assert_eq!(c.hdel("p", gone.clone()).await.unwrap(), 20);
+    for f in &gone {
+        model.remove(f);
+    }
+    let newer: Vec<(String, String)> = (20..40)
+        .map(|i| (format!("f{i:05}"), format!("new{i}")))
+        .chain((100..110).map(|i| (format!("g{i}"), format!("added{i}"))))
+        .collect();
+    c.hset("p", newer.clone()).await.unwrap();
+    model.extend(newer);
+    let read = |all: Vec<(Bytes, Bytes)>| -> BTreeMap<String, String> {
+        all.into_iter()
+            .map(|(f, v)| {
+                (
+                    String::from_utf8(f.to_vec()).unwrap(),
+                    String::from_utf8(v.to_vec()).unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(read(c.hgetall("p").await.unwrap()), model, "while pending");
+    assert_eq!(c.hlen("p").await.unwrap(), model.len() as u64);
+    node.running().write_back().await;
+    assert_eq!(
+        read(c.hgetall("p").await.unwrap()),
+        model,
+        "once written back"
+    );
+    node.stop().await;
+}

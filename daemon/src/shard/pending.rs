@@ -10,15 +10,19 @@
 //! held once (its newest value), so a hot key rewritten a thousand times is
 //! written back once. Until the run has landed, reads find it here too.
 //!
-//! Whatever must read RocksDB directly (a scan of a slot with pending
-//! writes, a slot move, a timer's flush) first waits for everything to land
+//! The writes are kept one map per slot: a key's slot is its first two
+//! bytes, so a lookup costs one more index, a scan (always inside a slot)
+//! merges the few pending keys of its slot ([`Pending::in_range`]), and a
+//! run is written slot by slot, each slot's keys sorted among themselves.
+//!
+//! Whatever must read RocksDB directly (a slot move, a rebuild from
+//! storage, a timer's flush) first waits for everything to land
 //! ([`Pending::settle`]). Runs land in the order they were frozen (one at a
 //! time), so RocksDB never gets an older value after a newer one.
 
-use super::write_back::{Landed, Run, Writer};
+use super::write_back::{Landed, Run, SlotMap, Writer};
 use crate::storage::StorageError;
 use bytes::Bytes;
-use hashbrown::HashMap;
 use rush_protocol::SLOTS;
 use std::sync::Arc;
 
@@ -26,11 +30,10 @@ use std::sync::Arc;
 const ENTRY_OVERHEAD: usize = 48;
 
 pub struct Pending {
-    /// Newest value per storage key (`None`: deleted) since the last run.
-    map: HashMap<Vec<u8>, Option<Bytes>>,
-    /// Pending keys per slot, so a scan knows at once whether its slots
-    /// have any (keys start with their big-endian slot).
-    per_slot: Box<[u32]>,
+    /// Newest value per storage key (`None`: deleted) since the last run,
+    /// one map per slot.
+    slots: Vec<SlotMap>,
+    keys: usize,
     bytes: usize,
     /// Freeze a run when `bytes` passes this.
     budget: usize,
@@ -46,8 +49,8 @@ impl Pending {
     /// `through`: the last log record RocksDB already holds.
     pub fn new(budget: usize, through: u64) -> Pending {
         Pending {
-            map: HashMap::new(),
-            per_slot: new_per_slot(),
+            slots: empty_slots(),
+            keys: 0,
             bytes: 0,
             budget,
             through,
@@ -58,12 +61,12 @@ impl Pending {
 
     /// Nothing pending, nothing in flight.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty() && self.frozen.is_none()
+        self.keys == 0 && self.frozen.is_none()
     }
 
     /// Keys held (pending and in flight).
     pub fn len(&self) -> usize {
-        self.map.len() + self.frozen.as_ref().map_or(0, |r| r.map.len())
+        self.keys + self.frozen.as_ref().map_or(0, |r| r.keys)
     }
 
     /// Bytes held since the last run was frozen.
@@ -95,10 +98,14 @@ impl Pending {
     /// `None` when nothing is pending for it.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<Option<Bytes>> {
-        if let Some(v) = self.map.get(key) {
+        if self.is_empty() {
+            return None;
+        }
+        let slot = slot_of(key);
+        if let Some(v) = self.slots[slot].get(key) {
             return Some(v.clone());
         }
-        self.frozen.as_ref()?.map.get(key).cloned()
+        self.frozen.as_ref()?.slots[slot].get(key).cloned()
     }
 
     /// Does any slot of the key range `[from, to)` have pending writes?
@@ -106,10 +113,28 @@ impl Pending {
         if self.is_empty() {
             return false;
         }
-        let first = crate::storage::keys::slot_of_bound(from).min(u32::from(SLOTS) - 1) as usize;
-        let last = crate::storage::keys::slot_of_bound(to).min(u32::from(SLOTS) - 1) as usize;
-        let any = |per_slot: &[u32]| per_slot[first..=last].iter().any(|&n| n > 0);
-        any(&self.per_slot) || self.frozen.as_ref().is_some_and(|r| any(&r.per_slot))
+        let (first, last) = slot_span(from, to);
+        let any = |slots: &[SlotMap]| slots[first..=last].iter().any(|m| !m.is_empty());
+        any(&self.slots) || self.frozen.as_ref().is_some_and(|r| any(&r.slots))
+    }
+
+    /// The pending writes in `[from, to)`, oldest first (a run in flight
+    /// before what came after it), in no order within each: a scan merges
+    /// them over what RocksDB holds.
+    pub fn in_range<'a>(
+        &'a self,
+        from: &'a [u8],
+        to: &'a [u8],
+    ) -> impl Iterator<Item = (&'a [u8], &'a Option<Bytes>)> + 'a {
+        let (first, last) = slot_span(from, to);
+        let frozen = self.frozen.as_deref().map(|r| &r.slots[first..=last]);
+        frozen
+            .into_iter()
+            .flatten()
+            .chain(&self.slots[first..=last])
+            .flat_map(|m| m.iter())
+            .map(|(k, v)| (k.as_slice(), v))
+            .filter(move |(k, _)| *k >= from && *k < to)
     }
 
     /// The writes of log record `seq`, committed.
@@ -123,11 +148,11 @@ impl Pending {
     fn insert(&mut self, key: Vec<u8>, value: Option<Bytes>) {
         let (key_len, new_len) = (key.len(), value_len(&value));
         let slot = slot_of(&key);
-        match self.map.insert(key, value) {
+        match self.slots[slot].insert(key, value) {
             Some(old) => self.bytes = (self.bytes + new_len).saturating_sub(value_len(&old)),
             None => {
                 self.bytes += key_len + new_len + ENTRY_OVERHEAD;
-                self.per_slot[slot] += 1;
+                self.keys += 1;
             }
         }
     }
@@ -135,12 +160,12 @@ impl Pending {
     /// Hand what is pending to `writer` as a run. False when there was
     /// nothing to hand over, or a run is still in flight.
     pub fn freeze(&mut self, writer: &Writer) -> bool {
-        if self.frozen.is_some() || (self.map.is_empty() && self.written_back == self.through) {
+        if self.frozen.is_some() || (self.keys == 0 && self.written_back == self.through) {
             return false;
         }
         let run = Arc::new(Run {
-            map: std::mem::take(&mut self.map),
-            per_slot: std::mem::replace(&mut self.per_slot, new_per_slot()),
+            slots: std::mem::replace(&mut self.slots, empty_slots()),
+            keys: std::mem::take(&mut self.keys),
             through: self.through,
             bytes: std::mem::take(&mut self.bytes),
         });
@@ -165,13 +190,13 @@ impl Pending {
             Err(e) => {
                 // The writer let go of it before saying so.
                 let run = Arc::try_unwrap(run).unwrap_or_else(|shared| Run {
-                    map: shared.map.clone(),
-                    per_slot: shared.per_slot.clone(),
+                    slots: shared.slots.clone(),
+                    keys: shared.keys,
                     through: shared.through,
                     bytes: shared.bytes,
                 });
-                for (k, v) in run.map {
-                    if !self.map.contains_key(&k) {
+                for (k, v) in run.slots.into_iter().flatten() {
+                    if !self.slots[slot_of(&k)].contains_key(&k) {
                         self.insert(k, v);
                     }
                 }
@@ -196,8 +221,16 @@ impl Pending {
     }
 }
 
-fn new_per_slot() -> Box<[u32]> {
-    vec![0; SLOTS as usize].into_boxed_slice()
+fn empty_slots() -> Vec<SlotMap> {
+    (0..SLOTS).map(|_| SlotMap::default()).collect()
+}
+
+/// The slots a key range `[from, to)` spans.
+fn slot_span(from: &[u8], to: &[u8]) -> (usize, usize) {
+    let bound =
+        |b: &[u8]| crate::storage::keys::slot_of_bound(b).min(u32::from(SLOTS) - 1) as usize;
+    let (first, last) = (bound(from), bound(to));
+    (first, last.max(first))
 }
 
 fn value_len(v: &Option<Bytes>) -> usize {

@@ -191,7 +191,7 @@ impl<'s> Txn<'s> {
 
     /// Make RocksDB hold every committed write in `[from, to)`, so that a
     /// scan of it is whole: the shard's pending writes are written back
-    /// when any of them is in the range's slots.
+    /// (and waited for) when any of them is in the range's slots.
     fn settle_range(&self, from: &[u8], to: &[u8]) -> Result<(), StorageError> {
         let (Some(pending), Some(writer)) = (&self.pending, &self.writer) else {
             return Ok(());
@@ -227,10 +227,16 @@ impl<'s> Txn<'s> {
     /// ranges: the merge is built in memory.
     pub fn scan(&self, from: &[u8], to: &[u8], max: usize) -> Result<Scanned, StorageError> {
         use std::collections::BTreeMap;
-        self.settle_range(from, to)?;
         let inside = |k: &[u8]| k >= from && k < to;
-        // The group's writes in range; later writes win (staged after applied).
+        // Committed writes RocksDB doesn't hold yet, then the group's writes
+        // in range; later writes win (pending, then applied, then staged).
+        let pending = self.pending.as_ref().map(RefCell::borrow);
         let mut overlay: BTreeMap<&[u8], Option<&Bytes>> = BTreeMap::new();
+        if let Some(p) = &pending {
+            for (k, v) in p.in_range(from, to) {
+                overlay.insert(k, v.as_ref());
+            }
+        }
         for (k, v) in self
             .applied
             .iter()

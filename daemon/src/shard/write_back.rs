@@ -17,13 +17,15 @@ use hashbrown::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Newest value per storage key (`None`: deleted) of one slot.
+pub type SlotMap = HashMap<Vec<u8>, Option<Bytes>>;
+
 /// Pending writes on their way to RocksDB, read-only.
 pub struct Run {
-    /// Newest value per storage key (`None`: deleted).
-    pub map: HashMap<Vec<u8>, Option<Bytes>>,
-    /// Keys per slot (see `Pending::touches`).
-    pub per_slot: Box<[u32]>,
-    /// The last log record whose writes are in `map`.
+    /// One map per slot, by slot (keys start with their slot).
+    pub slots: Vec<SlotMap>,
+    pub keys: usize,
+    /// The last log record whose writes are in `slots`.
     pub through: u64,
     pub bytes: usize,
 }
@@ -73,7 +75,7 @@ impl Writer {
                     let result = write(&storage, shard, &run);
                     let landed = Landed {
                         through: run.through,
-                        keys: run.map.len(),
+                        keys: run.keys,
                         secs: started.elapsed().as_secs_f64(),
                         result,
                     };
@@ -137,25 +139,18 @@ impl Drop for Writer {
     }
 }
 
-/// The run in key order. Keys start with slot, keyspace and the key's first
-/// bytes: sorting on a 16-byte prefix read once keeps most comparisons in
-/// the sort's own array instead of chasing every key.
+/// The run in key order: slot by slot (keys start with their big-endian
+/// slot), each slot's few keys sorted among themselves.
 fn write(storage: &Storage, shard: usize, run: &Run) -> Result<(), StorageError> {
-    let mut sorted: Vec<(u128, &Vec<u8>, &Option<Bytes>)> =
-        run.map.iter().map(|(k, v)| (prefix(k), k, v)).collect();
-    sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    let mut sorted: Vec<(&Vec<u8>, &Option<Bytes>)> = Vec::with_capacity(run.keys);
+    for slot in &run.slots {
+        let start = sorted.len();
+        sorted.extend(slot.iter());
+        sorted[start..].sort_unstable_by(|a, b| a.0.cmp(b.0));
+    }
     storage.write_back(
         shard,
-        sorted.iter().map(|(_, k, v)| (k.as_slice(), v.as_deref())),
+        sorted.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
         run.through,
     )
-}
-
-/// A key's first 16 bytes as a number that sorts like them.
-#[inline]
-fn prefix(key: &[u8]) -> u128 {
-    let mut p = [0u8; 16];
-    let n = key.len().min(16);
-    p[..n].copy_from_slice(&key[..n]);
-    u128::from_be_bytes(p)
 }

@@ -9,8 +9,11 @@
 //! shard, and that shard's thread serves it from then on ([`shard`]): it
 //! reads the socket, parses frames in place, runs requests for its own
 //! slots inline (routing in [`shard::route`]), forwards the others to their
-//! shard in one batch per pass, commits the pass's writes as one group and
-//! writes each connection's answers with one write. A shard-aware client
+//! shard in one batch per pass, commits the pass's writes as one group (one
+//! record of the shard's own log, fsynced: [`storage::log`]; a write-back
+//! thread writes them to RocksDB later, in sorted runs:
+//! [`shard::pending`], [`shard::write_back`]) and writes each connection's
+//! answers with one write. A shard-aware client
 //! (SHARDS, SHARD_BIND in PROTOCOL.md) keeps a connection per shard, so
 //! nothing is forwarded. Per-request metrics are per-shard cells
 //! ([`metrics::local`]), merged when `/metrics` is scraped.
@@ -31,7 +34,9 @@
 //!    `ShardService` impl (read and write through the pass's
 //!    [`shard::txn::Txn`]: writes commit with the pass; call
 //!    `txn.require_sync()` for anything that must be fsynced before its
-//!    answer), a `REGISTRATION` constant saying how a shard builds it and
+//!    answer; scan through `txn.scan` or `txn.scan_stored`, never
+//!    `Storage::scan` on the shard thread, which doesn't see the writes
+//!    still pending in the shard log), a `REGISTRATION` constant saying how a shard builds it and
 //!    how answers of a request that runs on every shard combine, one file
 //!    per request as in the protocol crate, its storage layout in
 //!    [`storage::keys`] (keyspace bytes, value kinds and any sequence kinds

@@ -15,9 +15,12 @@
 //!    beyond which they are answered BUSY at once);
 //! 3. forward requests for another shard's slots, one batch per
 //!    destination ([`forward`]);
-//! 4. commit the pass's writes as one WriteBatch — one WAL append, one
-//!    fsync when any request needs durability ([`txn::Txn`]): the pass *is*
-//!    the group commit, as Redis's event loop is with `appendfsync always`;
+//! 4. commit the pass's writes as one record of the shard's log — one
+//!    append, one fsync when any request needs durability ([`txn::Txn`],
+//!    `storage::log`): the pass *is* the group commit, as Redis's event
+//!    loop is with `appendfsync always`. The writes stay [`pending`] until
+//!    the shard's [`write_back`] thread writes them to RocksDB in a sorted
+//!    run;
 //! 5. write each connection's answers with one write call. An answer that
 //!    wrote, or that ran after the pass's first write (it may have read
 //!    it), waits for the commit; nothing is told before it is durable.
@@ -385,11 +388,6 @@ impl Shard {
         if finished.sync {
             stats.syncs.inc();
         }
-        // The row cache must not outlive these writes: once they have
-        // landed in RocksDB, a read of one of their keys goes there.
-        for k in finished.applied.keys() {
-            self.rows.remove(k);
-        }
         let before = pending.len();
         pending.absorb(finished.applied.drain(), seq);
         stats.pending_keys.add((pending.len() - before) as i64);
@@ -426,7 +424,7 @@ impl Shard {
             return Ok(());
         };
         let before = pending.len();
-        let settled = pending.settle(writer);
+        let settled = pending.settle(writer, &mut self.rows);
         let after = pending.len();
         self.ctx
             .storage
@@ -446,7 +444,7 @@ impl Shard {
             return Ok(());
         };
         let secs = landed.secs;
-        match pending.landed(landed, writer) {
+        match pending.landed(landed, writer, &mut self.rows) {
             Ok(keys) => {
                 self.ctx.storage.stats.pending_keys.sub(keys as i64);
                 tracing::debug!(shard = self.id, keys, secs, "run written back");
@@ -489,6 +487,9 @@ impl Shard {
         };
         while let Some(landed) = writer.try_landed() {
             let _ = self.landed(landed);
+        }
+        if let Some(pending) = self.pending.as_mut() {
+            pending.drain_into(&mut self.rows, pending::DRAIN_SLOTS_PER_PASS);
         }
         let (Some(log), Some(pending)) = (&self.log, &self.pending) else {
             return;

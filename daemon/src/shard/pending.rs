@@ -10,6 +10,12 @@
 //! held once (its newest value), so a hot key rewritten a thousand times is
 //! written back once. Until the run has landed, reads find it here too.
 //!
+//! A landed run's values then move into the row cache, a few slots each
+//! pass ([`Pending::drain_into`]): written values are read soon after, and
+//! the row cache may hold older values of the same keys (reads look here
+//! first, so those are never seen). What moves is what the run held; no
+//! key is copied.
+//!
 //! The writes are kept one map per slot: a key's slot is its first two
 //! bytes, so a lookup costs one more index, a scan (always inside a slot)
 //! merges the few pending keys of its slot ([`Pending::in_range`]), and a
@@ -20,6 +26,7 @@
 //! ([`Pending::settle`]). Runs land in the order they were frozen (one at a
 //! time), so RocksDB never gets an older value after a newer one.
 
+use super::rows::RowCache;
 use super::write_back::{Landed, Run, SlotMap, Writer};
 use crate::storage::StorageError;
 use bytes::Bytes;
@@ -43,7 +50,12 @@ pub struct Pending {
     written_back: u64,
     /// The run on its way to RocksDB.
     frozen: Option<Arc<Run>>,
+    /// A run RocksDB holds, moving into the row cache from slot `.1` on.
+    draining: Option<(Run, usize)>,
 }
+
+/// Slots of a landed run moved into the row cache per pass.
+pub const DRAIN_SLOTS_PER_PASS: usize = 256;
 
 impl Pending {
     /// `through`: the last log record RocksDB already holds.
@@ -56,12 +68,27 @@ impl Pending {
             through,
             written_back: through,
             frozen: None,
+            draining: None,
         }
     }
 
     /// Nothing pending, nothing in flight.
     pub fn is_empty(&self) -> bool {
+        self.keys == 0 && self.frozen.is_none() && self.draining.is_none()
+    }
+
+    /// RocksDB holds every committed write (nothing pending or in flight).
+    pub fn settled(&self) -> bool {
         self.keys == 0 && self.frozen.is_none()
+    }
+
+    /// Stop moving a landed run into the row cache (RocksDB holds it): a
+    /// slot's data is about to change outside the shard's groups, and the
+    /// row cache is cleared.
+    pub fn forget_landed(&mut self, writer: &Writer) {
+        if let Some((run, _)) = self.draining.take() {
+            writer.free(Arc::new(run));
+        }
     }
 
     /// Keys held (pending and in flight).
@@ -105,7 +132,11 @@ impl Pending {
         if let Some(v) = self.slots[slot].get(key) {
             return Some(v.clone());
         }
-        self.frozen.as_ref()?.slots[slot].get(key).cloned()
+        if let Some(v) = self.frozen.as_ref().and_then(|r| r.slots[slot].get(key)) {
+            return Some(v.clone());
+        }
+        let (run, _) = self.draining.as_ref()?;
+        run.slots[slot].get(key).cloned()
     }
 
     /// Does any slot of the key range `[from, to)` have pending writes?
@@ -177,14 +208,35 @@ impl Pending {
     /// A run landed (or failed to): on success RocksDB holds it, and it is
     /// freed on the writer's thread; on failure its writes are pending again
     /// (under any newer ones).
-    pub fn landed(&mut self, landed: Landed, writer: &Writer) -> Result<usize, StorageError> {
+    pub fn landed(
+        &mut self,
+        landed: Landed,
+        writer: &Writer,
+        rows: &mut RowCache,
+    ) -> Result<usize, StorageError> {
         let Some(run) = self.frozen.take() else {
             return Ok(0);
         };
         match landed.result {
             Ok(()) => {
                 self.written_back = self.written_back.max(landed.through);
-                writer.free(run);
+                // The writer let go of it before saying it landed.
+                // The run before must have moved whole first: the row cache
+                // may hold values older than what it has left.
+                while self.draining.is_some() {
+                    self.drain_into(rows, usize::MAX);
+                }
+                match Arc::try_unwrap(run) {
+                    Ok(run) => self.draining = Some((run, 0)),
+                    Err(shared) => {
+                        // (Never: the writer lets go first.) Without moving
+                        // its values, the row cache can't keep older ones.
+                        for (k, _) in shared.slots.iter().flatten() {
+                            rows.remove(k);
+                        }
+                        writer.free(shared);
+                    }
+                }
                 Ok(landed.keys)
             }
             Err(e) => {
@@ -205,14 +257,32 @@ impl Pending {
         }
     }
 
+    /// Move the next `max_slots` slots of a landed run into `rows` (a few
+    /// each pass: [`DRAIN_SLOTS_PER_PASS`]).
+    pub fn drain_into(&mut self, rows: &mut RowCache, max_slots: usize) {
+        let Some((run, next)) = self.draining.as_mut() else {
+            return;
+        };
+        let end = next.saturating_add(max_slots).min(run.slots.len());
+        for slot in &mut run.slots[*next..end] {
+            for (k, v) in slot.drain() {
+                rows.insert(k, v);
+            }
+        }
+        *next = end;
+        if end == run.slots.len() {
+            self.draining = None;
+        }
+    }
+
     /// Make RocksDB hold everything committed: wait for the run in flight,
     /// then write what is pending as one more and wait for it. Returns the
     /// keys written back.
-    pub fn settle(&mut self, writer: &Writer) -> Result<usize, StorageError> {
+    pub fn settle(&mut self, writer: &Writer, rows: &mut RowCache) -> Result<usize, StorageError> {
         let mut keys = 0;
         loop {
             if self.frozen.is_some() {
-                keys += self.landed(writer.wait_landed(), writer)?;
+                keys += self.landed(writer.wait_landed(), writer, rows)?;
             }
             if !self.freeze(writer) {
                 return Ok(keys);

@@ -109,15 +109,10 @@ impl RowCache {
         }
     }
 
-    /// Forget `key` (its value is about to change elsewhere).
-    #[inline]
+    /// Forget `key`.
     pub fn remove(&mut self, key: &[u8]) {
-        if self.young.is_empty() && self.old.is_empty() {
-            return;
-        }
         if let Some(v) = self.young.remove(key) {
-            let was = key.len() + v.as_ref().map_or(0, Bytes::len) + ENTRY_OVERHEAD;
-            self.young_bytes = self.young_bytes.saturating_sub(was);
+            self.young_bytes = self.young_bytes.saturating_sub(size(key, &v));
         }
         self.old.remove(key);
     }

@@ -58,7 +58,7 @@ impl Shard {
                 self.tick(true);
                 // The mover reads the slot from RocksDB: it must hold every
                 // committed write (`tick(true)` wrote the pending ones back).
-                let held = self.pending.as_ref().is_none_or(|p| p.is_empty());
+                let held = self.pending.as_ref().is_none_or(|p| p.settled());
                 let _ = done.send(if held {
                     Ok(())
                 } else {

@@ -201,7 +201,9 @@ impl<'s> Txn<'s> {
         }
         let mut pending = pending.borrow_mut();
         let before = pending.len();
-        let settled = pending.settle(writer);
+        let mut none = RowCache::default();
+        let mut rows = self.rows.as_ref().map(RefCell::borrow_mut);
+        let settled = pending.settle(writer, rows.as_deref_mut().unwrap_or(&mut none));
         let landed = before - pending.len();
         self.storage.stats.pending_keys.sub(landed as i64);
         settled.map(|_| ())

@@ -142,6 +142,7 @@ fn info_reply() -> InfoReply {
         ("flushes_running", "0"),
         ("flushes_pending", "0"),
         ("compaction_pending_bytes", "0"),
+        ("write_backs_running", "0"),
         ("queued_requests", "0"),
         ("clock_ms", "1767225600000"),
         ("cluster_epoch", "2"),

@@ -1,8 +1,9 @@
 //! After a preload, wait until the server has done the background work the
 //! preload left it, so that a read workload measures its reads and not the
-//! preload's writes: rushd's flushes and compactions (INFO's
+//! preload's writes: rushd's flushes, compactions and write backs (INFO's
 //! `compactions_running`, `flushes_running`, `flushes_pending`,
-//! `compaction_pending_bytes` all 0), Redis's AOF rewrite
+//! `compaction_pending_bytes`, `write_backs_running` all 0), Redis's AOF
+//! rewrite
 //! (`aof_rewrite_in_progress` and `aof_rewrite_scheduled` 0).
 //!
 //! A server that doesn't settle within [`SETTLE_LIMIT`] is measured anyway;
@@ -22,6 +23,7 @@ const RUSH_OWED: &[&str] = &[
     "flushes_running",
     "flushes_pending",
     "compaction_pending_bytes",
+    "write_backs_running",
 ];
 
 /// Redis's INFO persistence fields that must all read 0.

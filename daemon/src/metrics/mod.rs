@@ -125,8 +125,10 @@ impl Metrics {
         ] {
             local::export_counter(&r, name, help, counter);
         }
-        r.register(Box::new(storage.pending_keys.clone()))
-            .expect("metric names are unique");
+        for gauge in [&storage.pending_keys, &storage.write_backs_running] {
+            r.register(Box::new(gauge.clone()))
+                .expect("metric names are unique");
+        }
         let process = Registry::new();
         process
             .register(Box::new(process::Process::for_self()))

@@ -196,6 +196,10 @@ fn info(node: &NodeShared) -> InfoReply {
     }));
     rows.extend([
         (
+            "write_backs_running",
+            s.stats.write_backs_running.get().max(0).to_string(),
+        ),
+        (
             "queued_requests",
             node.shards
                 .iter()

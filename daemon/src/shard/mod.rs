@@ -218,6 +218,8 @@ pub struct Shard {
     writer: Option<Arc<write_back::Writer>>,
     /// After a failed write back, the next try waits until then.
     write_back_retry: Option<Instant>,
+    /// What `storage.stats.write_backs_running` counts for this shard.
+    owes_work: bool,
     /// Requests read beyond a pass's budget, waiting for the next passes:
     /// per-lane FIFOs drained round-robin (fairness, admission control).
     lanes: Lanes<pass::Work>,
@@ -280,6 +282,7 @@ pub fn create(id: usize, ctx: ShardContext) -> std::io::Result<(ShardHandle, Sha
         pending,
         writer,
         write_back_retry: None,
+        owes_work: false,
         router: route::Router::new(shards),
         services,
         by_service,
@@ -432,6 +435,7 @@ impl Shard {
             .pending_keys
             .sub(before as i64 - after as i64);
         self.trim_log();
+        self.publish_owed();
         settled.map(|_| ()).inspect_err(|e| {
             self.write_back_retry = Some(Instant::now() + WRITE_BACK_RETRY);
             tracing::error!(shard = self.id, error = %e, "writing pending writes back to RocksDB failed; they stay in the log and in memory");
@@ -494,13 +498,28 @@ impl Shard {
         let (Some(log), Some(pending)) = (&self.log, &self.pending) else {
             return;
         };
-        if pending.in_flight()
-            || (!pending.full() && log.segment_bytes() <= pending.budget() as u64)
-            || self.write_back_retry.is_some_and(|at| Instant::now() < at)
+        if !pending.in_flight()
+            && (pending.full() || log.segment_bytes() > pending.budget() as u64)
+            && self.write_back_retry.is_none_or(|at| Instant::now() >= at)
         {
-            return;
+            self.freeze();
         }
-        self.freeze();
+        self.publish_owed();
+    }
+
+    /// Say whether this shard owes background work (INFO's
+    /// `write_backs_running`: a benchmark waits for it after a preload).
+    fn publish_owed(&mut self) {
+        let owes = self.pending.as_ref().is_some_and(|p| p.owes_work());
+        if owes != self.owes_work {
+            let g = &self.ctx.storage.stats.write_backs_running;
+            if owes {
+                g.add(1)
+            } else {
+                g.sub(1)
+            }
+            self.owes_work = owes;
+        }
     }
 
     /// Delete the log segments RocksDB holds all of.

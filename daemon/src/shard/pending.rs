@@ -116,6 +116,12 @@ impl Pending {
         self.frozen.is_some()
     }
 
+    /// Background work owed: a run in flight, or one still moving into the
+    /// row cache.
+    pub fn owes_work(&self) -> bool {
+        self.frozen.is_some() || self.draining.is_some()
+    }
+
     /// The last log record RocksDB holds: segments up to it may go.
     pub fn written_back(&self) -> u64 {
         self.written_back

@@ -67,6 +67,9 @@ pub struct StorageStats {
     pub reads: Counter,
     /// Keys in shard logs that RocksDB doesn't hold yet (`shard::pending`).
     pub pending_keys: Gauge,
+    /// Shards writing a run of pending writes to RocksDB, or moving a
+    /// landed one into their row cache: background work still owed.
+    pub write_backs_running: Gauge,
 }
 
 impl StorageStats {
@@ -80,6 +83,11 @@ impl StorageStats {
             pending_keys: Gauge::new(
                 "storage_pending_keys",
                 "Keys written to shard logs and not yet to RocksDB (storage.commit = \"log\")",
+                shards + 1,
+            ),
+            write_backs_running: Gauge::new(
+                "storage_write_backs_running",
+                "Shards writing a run of shard-log writes to RocksDB or moving one into their row cache",
                 shards + 1,
             ),
         }

@@ -6,7 +6,12 @@
 # throughput and p99 latency, then the means of each side.
 #
 #   bench/ab.sh [--rounds N] [--duration S] [--keys N] [--pipeline P]
-#               [--connections C] [--preload] WORKLOAD SIDE [SIDE...]
+#               [--connections C] [--preload] [--after W] WORKLOAD SIDE [SIDE...]
+#
+# --after W runs workload W's preload (and 1 s of W) on each fresh server
+# first, so the measured workload meets a database that already holds W's
+# keys, as in compare.sh, where one server runs every workload in turn
+# (rushd gets 5 s more to write the preload back).
 #
 # A SIDE is one of
 #   rush:BINARY[:ARGS]   rushd BINARY started with --shards 1 and ARGS (words
@@ -19,7 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rounds=3 duration=8 keys=1000000 pipeline=16 connections=50 preload=()
+rounds=3 duration=8 keys=1000000 pipeline=16 connections=50 preload=() after=
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds=$2; shift ;;
@@ -28,7 +33,8 @@ while [ $# -gt 0 ]; do
         --pipeline) pipeline=$2; shift ;;
         --connections) connections=$2; shift ;;
         --preload) preload=(--preload) ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        --after) after=$2; shift ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         -*) echo "ab.sh: unknown option $1" >&2; exit 2 ;;
         *) break ;;
     esac
@@ -90,6 +96,12 @@ for round in $(seq "$rounds"); do
     for i in "${!sides[@]}"; do
         side=${sides[$i]}
         start "$side"
+        if [ -n "$after" ]; then
+            taskset -c "$c1" "$bench" "$after" --target "$target" --connections "$connections" \
+                --pipeline "$pipeline" --duration 1 --keys "$keys" --threads 1 --quiet \
+                --preload >/dev/null
+            case "$side" in rush:*) sleep 5 ;; esac
+        fi
         taskset -c "$c1" "$bench" "$workload" --target "$target" --server-pid "$server" \
             --connections "$connections" --pipeline "$pipeline" --duration "$duration" \
             --keys "$keys" --threads 1 --quiet "${preload[@]}" --json "$work/run.json" >/dev/null

@@ -397,6 +397,13 @@ impl Config {
                     .into(),
             );
         }
+        if self.storage.commit == Commit::Log && self.storage.write_back_mb == 0 {
+            return bad(
+                "storage.write_back_mb must be positive with storage.commit = \"log\" \
+                 (the writes held in memory before a write back)"
+                    .into(),
+            );
+        }
         if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
             return bad("tls.cert_file and tls.key_file go together".into());
         }

@@ -28,6 +28,9 @@ fn example_config_states_the_defaults() {
     assert_eq!(c.storage.data_dir, d.storage.data_dir);
     assert_eq!(c.storage.queue_depth, d.storage.queue_depth);
     assert_eq!(c.storage.row_cache_mb, d.storage.row_cache_mb);
+    assert_eq!(c.storage.memtable, d.storage.memtable);
+    assert_eq!(c.storage.commit, d.storage.commit);
+    assert_eq!(c.storage.write_back_mb, d.storage.write_back_mb);
     assert_eq!(c.storage.kv_durability, Durability::Sync);
     assert!(!c.debug.clock_control);
     assert_eq!(c.limits.default_time_zone, d.limits.default_time_zone);
@@ -204,6 +207,14 @@ fn unknown_keys_and_bad_values_are_refused() {
     assert!(e.contains("listen_backlog"), "{e}");
     let c = Config::from_toml("[storage]\nkv_durability = \"sometimes\"\n", p);
     assert!(c.is_err());
+    let e = Config::from_toml("[storage]\ncommit = \"later\"\n", p).unwrap_err();
+    assert!(e.to_string().contains("later"), "{e}");
+    let c = Config::from_toml("[storage]\nwrite_back_mb = 0\n", p).unwrap();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("write_back_mb"), "{e}");
+    // Without a log there is nothing to write back.
+    let c = Config::from_toml("[storage]\ncommit = \"direct\"\nwrite_back_mb = 0\n", p);
+    c.unwrap().validate().unwrap();
 }
 
 #[test]

@@ -28,9 +28,12 @@
 //! back, the last seq it holds (`keys::meta::shard_log`): at open, records
 //! after it are replayed ([`replay`]). A record cut short by a crash can
 //! only be the last one written (nothing is acknowledged before its record
-//! is whole and synced), so a bad record at the very end of the last
-//! segment is a torn tail and is dropped; one with records after it is
-//! corruption, and the node refuses to open.
+//! is whole and synced), so a bad record with no record after it — at the
+//! end of the last segment, or of a segment left after a failed append, the
+//! next segment going on with the next seq — is a torn tail and is dropped.
+//! A bad record followed by the next record, or a gap in the seqs, is
+//! corruption: acknowledged writes would be lost, and the node refuses to
+//! open.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -198,6 +201,12 @@ impl ShardLog {
     }
 
     fn start_segment(&mut self) -> io::Result<()> {
+        if self.len == 0 {
+            // No whole record in it (a failed first append): start it over
+            // rather than leave an empty segment of the same name behind.
+            self.file.set_len(0)?;
+            return Ok(());
+        }
         // A closed segment is synced whole before it is left behind, so
         // that no later record (in the next segment) outlives an earlier
         // one that was appended without a sync. (Not after a failed
@@ -262,8 +271,9 @@ fn segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
 }
 
 /// Read the log in `dir` and call `apply` with every record after `after`,
-/// in order. A torn tail (the end of the last segment) is cut off. Returns
-/// the last seq read (`after` when there was nothing newer).
+/// in order. A torn tail (see the module's doc) is dropped, and cut off the
+/// last segment. Returns the last seq read (`after` when there was nothing
+/// newer).
 pub fn replay(
     dir: &Path,
     after: u64,
@@ -279,47 +289,88 @@ pub fn replay(
         Err(e) => return Err(io(dir)(e)),
     };
     let mut last = after;
-    for (i, (_, path)) in list.iter().enumerate() {
+    // The seq the next record must have (none known before the first).
+    let mut next: Option<u64> = None;
+    for (i, (first, path)) in list.iter().enumerate() {
+        let corrupt = |offset: usize, why| LogError::Corrupt {
+            path: path.clone(),
+            offset: offset as u64,
+            why,
+        };
+        // A segment is named after its first record: a later one than the
+        // seq expected means records are missing that RocksDB may not hold.
+        let n = next.unwrap_or(after + 1);
+        if *first > n && *first > after + 1 {
+            return Err(corrupt(0, "records missing before this segment"));
+        }
         let mut data = Vec::new();
         File::open(path)
             .and_then(|mut f| f.read_to_end(&mut data))
             .map_err(io(path))?;
+        let mut expected = *first;
         let mut at = 0usize;
         while at < data.len() {
             match record(&data[at..]) {
                 Ok((seq, body, used)) => {
+                    if seq != expected {
+                        return Err(corrupt(at, "out of sequence"));
+                    }
                     if seq > last {
                         apply(seq, Entries { rest: body })?;
                         last = seq;
                     }
+                    expected = seq + 1;
                     at += used;
                 }
                 Err(why) => {
-                    if i + 1 < list.len() {
-                        return Err(LogError::Corrupt {
-                            path: path.clone(),
-                            offset: at as u64,
-                            why,
-                        });
+                    // Torn only if nothing RocksDB lacks comes after it: no
+                    // record of the next seq behind it (and, for a segment
+                    // left after a failed append, the next segment going on
+                    // with that seq: checked as that segment starts).
+                    if record_follows(&data[at..], expected, after) {
+                        return Err(corrupt(at, why));
                     }
                     tracing::warn!(
                         path = %path.display(),
                         offset = at,
                         dropped = data.len() - at,
                         why,
-                        "the shard log ends in a torn record (a crash while it was written): cut off"
+                        "the shard log ends in a torn record (a crash or a failed append while it was written): dropped"
                     );
-                    OpenOptions::new()
-                        .write(true)
-                        .open(path)
-                        .and_then(|f| f.set_len(at as u64).and_then(|()| f.sync_all()))
-                        .map_err(io(path))?;
+                    if i + 1 == list.len() {
+                        OpenOptions::new()
+                            .write(true)
+                            .open(path)
+                            .and_then(|f| f.set_len(at as u64).and_then(|()| f.sync_all()))
+                            .map_err(io(path))?;
+                    }
                     break;
                 }
             }
         }
+        next = Some(expected);
     }
     Ok(last)
+}
+
+/// Whether a whole record that RocksDB doesn't hold (after `after`)
+/// starts somewhere after the bad one at the start of `rest`, which should
+/// have had seq `seq`: then the bad one is a hole before it, not a torn
+/// tail. (Only the error path searches; the seq a follower must carry makes
+/// false candidates rare.)
+fn record_follows(rest: &[u8], seq: u64, after: u64) -> bool {
+    // The bad record had `seq` (or was a failed append's leftover, which
+    // had none): what follows it carries `seq` or `seq + 1`.
+    (1..rest.len().saturating_sub(FRAME + SEQ - 1)).any(|start| {
+        let at = u64::from_le_bytes(
+            rest[start + FRAME..start + FRAME + SEQ]
+                .try_into()
+                .expect("8 bytes"),
+        );
+        (at == seq || at == seq + 1)
+            && at > after
+            && record(&rest[start..]).is_ok_and(|(s, _, _)| s == at)
+    })
 }
 
 /// Delete every segment in `dir` (all replayed and written back).
@@ -445,13 +496,17 @@ mod tests {
         // Written back through 2: the first segment goes, the second stays.
         log.trim(2);
         assert_eq!(segments(dir.path()).unwrap().len(), 1);
-        assert_eq!(read_all(dir.path(), 0).unwrap()[0].0, 3);
+        assert_eq!(read_all(dir.path(), 2).unwrap()[0].0, 3);
+        assert!(
+            matches!(read_all(dir.path(), 0), Err(LogError::Corrupt { .. })),
+            "records 1 and 2 are gone: only a marker through them reads it"
+        );
         // A new log after a replay numbers on.
         drop(log);
         let mut log = ShardLog::create(dir.path(), 4).unwrap();
         assert_eq!(pass(&mut log, 4), 4);
         log.trim(3);
-        assert_eq!(read_all(dir.path(), 0).unwrap().len(), 1);
+        assert_eq!(read_all(dir.path(), 3).unwrap().len(), 1);
     }
 
     #[test]
@@ -483,6 +538,83 @@ mod tests {
             read_all(dir.path(), 0),
             Err(LogError::Corrupt { offset: 0, .. })
         ));
+    }
+
+    #[test]
+    fn a_bad_record_with_the_next_one_after_it_is_corruption_even_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = ShardLog::create(dir.path(), 1).unwrap();
+        pass(&mut log, 1);
+        pass(&mut log, 2);
+        let path = log.path.clone();
+        drop(log);
+        // The last segment, its first record damaged: record 2 after it was
+        // acknowledged, so this is no torn tail to cut off.
+        let mut data = fs::read(&path).unwrap();
+        let whole = data.len();
+        data[FRAME + SEQ + 2] ^= 0xff;
+        fs::write(&path, &data).unwrap();
+        assert!(matches!(
+            read_all(dir.path(), 0),
+            Err(LogError::Corrupt { offset: 0, .. })
+        ));
+        assert_eq!(
+            fs::metadata(&path).unwrap().len() as usize,
+            whole,
+            "left as it was"
+        );
+    }
+
+    #[test]
+    fn a_failed_appends_leftover_is_dropped_and_a_missing_segment_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = ShardLog::create(dir.path(), 1).unwrap();
+        pass(&mut log, 1);
+        let first = log.path.clone();
+        // An append that failed and could not be cut back: garbage after
+        // record 1, and the log goes on in a new segment with seq 2.
+        log.file = File::open(&log.path).unwrap();
+        log.begin();
+        log.put(b"k", b"v");
+        assert!(log.commit(true).is_err());
+        let mut f = OpenOptions::new().append(true).open(&first).unwrap();
+        f.write_all(&[60, 0, 0, 0, 9, 9, 9, 9, 2, 0, 0]).unwrap();
+        assert_eq!(pass(&mut log, 2), 2);
+        log.rotate().unwrap();
+        assert_eq!(pass(&mut log, 3), 3);
+        let all = read_all(dir.path(), 0).unwrap();
+        assert_eq!(all.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert!(
+            fs::metadata(&first).unwrap().len() > 0,
+            "only the last segment is cut"
+        );
+        // Record 2's segment gone: records 2 and on would be lost.
+        let list = segments(dir.path()).unwrap();
+        assert_eq!(list.len(), 3);
+        fs::remove_file(&list[1].1).unwrap();
+        assert!(matches!(
+            read_all(dir.path(), 0),
+            Err(LogError::Corrupt { .. })
+        ));
+        // Unless RocksDB holds them already.
+        assert_eq!(read_all(dir.path(), 2).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_failed_first_append_starts_its_segment_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = ShardLog::create(dir.path(), 1).unwrap();
+        let path = log.path.clone();
+        log.file = File::open(&path).unwrap();
+        log.begin();
+        log.put(b"k", b"v");
+        assert!(log.commit(true).is_err());
+        log.file = OpenOptions::new().write(true).open(&path).unwrap();
+        assert_eq!(pass(&mut log, 1), 1);
+        assert_eq!(segments(dir.path()).unwrap().len(), 1);
+        // Trimming through record 0 must not delete the segment in use.
+        log.trim(0);
+        assert_eq!(read_all(dir.path(), 0).unwrap().len(), 1);
     }
 
     #[test]

@@ -162,6 +162,23 @@ async fn storage_counts_are_counters() {
         assert!(after.value(m) > before.value(m), "{m} counts the writes");
     }
     assert_eq!(after.value("rush_storage_write_errors_total"), 0.0);
+    // The shard log's gauges: the two writes wait in memory for a write
+    // back, which DBSIZE forces (it counts what RocksDB holds).
+    for m in [
+        "rush_storage_pending_keys",
+        "rush_storage_write_backs_running",
+    ] {
+        assert_eq!(after.types.get(m).map(String::as_str), Some("gauge"), "{m}");
+    }
+    assert!(after.value("rush_storage_pending_keys") >= 2.0);
+    assert_eq!(
+        node.client.dbsize().await.unwrap(),
+        1,
+        "k (a link is no generic key)"
+    );
+    let written = scrape(&node).await;
+    assert_eq!(written.value("rush_storage_pending_keys"), 0.0);
+    assert_eq!(written.value("rush_storage_write_errors_total"), 0.0);
     node.stop().await;
 }
 

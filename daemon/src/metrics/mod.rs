@@ -118,7 +118,7 @@ impl Metrics {
             ),
             (
                 "storage_write_errors_total",
-                "Group commits that failed (RocksDB writes and shard-log appends)",
+                "Writes that failed: group commits (RocksDB writes and shard-log appends) and write backs to RocksDB",
                 &storage.write_errors,
             ),
             ("storage_reads_total", "RocksDB point reads", &storage.reads),

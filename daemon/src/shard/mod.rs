@@ -448,9 +448,14 @@ impl Shard {
             return Ok(());
         };
         let secs = landed.secs;
-        match pending.landed(landed, writer, &mut self.rows) {
+        // A failed run goes back to pending under newer writes of its keys:
+        // what it held of those is gone either way.
+        let before = pending.len();
+        let outcome = pending.landed(landed, writer, &mut self.rows);
+        let gone = before - pending.len();
+        self.ctx.storage.stats.pending_keys.sub(gone as i64);
+        match outcome {
             Ok(keys) => {
-                self.ctx.storage.stats.pending_keys.sub(keys as i64);
                 tracing::debug!(shard = self.id, keys, secs, "run written back");
                 self.write_back_retry = None;
                 self.trim_log();

@@ -62,7 +62,9 @@ impl Writer {
         let thread = std::thread::Builder::new()
             .name(format!("rush-write-back-{shard}"))
             .spawn(move || {
-                crate::metrics::local::enter_shard(shard);
+                // Not `metrics::local::enter_shard`: a shard's cells take
+                // plain stores from its own thread only; this thread counts
+                // in the shared cell.
                 for job in rx {
                     let run = match job {
                         Job::Write(run) => run,

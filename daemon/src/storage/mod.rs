@@ -242,7 +242,9 @@ impl Storage {
 
     /// Write a shard's pending writes, in the order given (key order: a
     /// sorted run), then the last log record they reach, synced: once it
-    /// returns, that part of the shard's log may go.
+    /// returns, that part of the shard's log may go. (Through RocksDB's WAL,
+    /// unsynced but for the last batch: without it a crash could keep the
+    /// synced position and lose batches before it from the memtable.)
     ///
     /// The run goes in batches of about [`WRITE_BACK_CHUNK`] (one large
     /// batch would grow, copying itself, into fresh memory the kernel must
@@ -265,7 +267,7 @@ impl Storage {
                 None => batch.delete_cf(cf, k),
             }
             if batch.size_in_bytes() >= WRITE_BACK_CHUNK {
-                self.write(std::mem::replace(&mut batch, chunk()), false)?;
+                self.write_uncounted(std::mem::replace(&mut batch, chunk()), false)?;
             }
         }
         batch.put_cf(
@@ -273,7 +275,21 @@ impl Storage {
             keys::meta::shard_log(shard),
             through.to_be_bytes(),
         );
-        self.write(batch, true)
+        self.write_uncounted(batch, true)
+    }
+
+    /// A write that is no group commit (a write back): only a failure is
+    /// counted.
+    fn write_uncounted(&self, batch: WriteBatch, sync: bool) -> Result<(), StorageError> {
+        let opts = if sync {
+            &self.sync_opts
+        } else {
+            &self.relaxed_opts
+        };
+        self.db.write_opt(batch, opts).map_err(|e| {
+            self.stats.write_errors.inc();
+            e.into()
+        })
     }
 
     pub fn dir(&self) -> &Path {

@@ -70,7 +70,10 @@ pub enum Entry<'a> {
 pub enum LogError {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("{path}: corrupt record at byte {offset} ({why}), with records after it")]
+    #[error(
+        "{path}, byte {offset}: {why}; records RocksDB lacks would be lost past it, so the data \
+         directory is not opened"
+    )]
     Corrupt {
         path: PathBuf,
         offset: u64,

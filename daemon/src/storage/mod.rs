@@ -279,7 +279,7 @@ impl Storage {
     }
 
     /// A write that is no group commit (a write back): only a failure is
-    /// counted.
+    /// counted ([`Storage::write`] counts the rest).
     fn write_uncounted(&self, batch: WriteBatch, sync: bool) -> Result<(), StorageError> {
         let opts = if sync {
             &self.sync_opts
@@ -325,24 +325,12 @@ impl Storage {
 
     /// Apply a batch atomically; with `sync`, durable (WAL fsynced) on return.
     pub fn write(&self, batch: WriteBatch, sync: bool) -> Result<(), StorageError> {
-        let opts = if sync {
-            &self.sync_opts
-        } else {
-            &self.relaxed_opts
-        };
-        match self.db.write_opt(batch, opts) {
-            Ok(()) => {
-                self.stats.writes.inc();
-                if sync {
-                    self.stats.syncs.inc();
-                }
-                Ok(())
-            }
-            Err(e) => {
-                self.stats.write_errors.inc();
-                Err(e.into())
-            }
+        self.write_uncounted(batch, sync)?;
+        self.stats.writes.inc();
+        if sync {
+            self.stats.syncs.inc();
         }
+        Ok(())
     }
 
     /// Visit keys in `[from, to)` of a shard in order until `f` returns false.

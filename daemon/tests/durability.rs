@@ -336,3 +336,99 @@ async fn sigkill_with_the_shard_log_loses_nothing_across_a_shard_change() {
         acked.len()
     );
 }
+
+/// The shard log segment holding the most records after a SIGKILL.
+fn largest_log_segment(data: &std::path::Path) -> std::path::PathBuf {
+    let mut all = Vec::new();
+    for shard in std::fs::read_dir(data.join("rush-log")).unwrap() {
+        for seg in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let path = seg.unwrap().path();
+            all.push((std::fs::metadata(&path).unwrap().len(), path));
+        }
+    }
+    all.into_iter().max().expect("a log segment").1
+}
+
+/// Writes of one slot, each its own pass (so its own log record), then
+/// SIGKILL: they are in the log only.
+async fn write_then_kill(data: &std::path::Path, keys: std::ops::Range<u32>) {
+    let mut daemon = Spawned::start(data, &[]);
+    let client = connect(daemon.addr).await;
+    for i in keys {
+        client
+            .set(format!("{{log}}k{i}"), format!("v{i}"))
+            .await
+            .unwrap();
+    }
+    daemon.kill9();
+}
+
+/// A damaged shard log, through the real daemon: a torn last record (a
+/// crash in the middle of its write) is dropped and the node starts with
+/// every acknowledged write; a damaged record with acknowledged records
+/// after it stops the start with an error that names the file, and leaves
+/// the log as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_log_tail_is_dropped_and_a_damaged_record_refuses_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+
+    write_then_kill(&data, 0..5).await;
+    let segment = largest_log_segment(&data);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&segment)
+        .unwrap();
+    std::io::Write::write_all(&mut f, &[200, 0, 0, 0, 1, 2, 3, 4, 5]).unwrap();
+    drop(f);
+    let mut daemon = Spawned::start(&data, &[]);
+    let client = connect(daemon.addr).await;
+    for i in 0..5 {
+        assert_eq!(
+            client.get(format!("{{log}}k{i}")).await.unwrap().as_deref(),
+            Some(format!("v{i}").as_bytes())
+        );
+    }
+    daemon.kill9();
+
+    write_then_kill(&data, 5..10).await;
+    let segment = largest_log_segment(&data);
+    let mut bytes = std::fs::read(&segment).unwrap();
+    // Inside the first record's first entry: the records after it are
+    // whole.
+    bytes[18] ^= 0xff;
+    std::fs::write(&segment, &bytes).unwrap();
+    let log = dir.path().join("stderr");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rushd"))
+        .args(["--listen", "127.0.0.1:0", "--http", "", "--resp", ""])
+        .arg("--data")
+        .arg(&data)
+        .env("RUSH_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("rushd runs");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("rushd started on a damaged log");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&segment.display().to_string()) && stderr.contains("byte 0"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(&segment).unwrap(),
+        bytes,
+        "the log is left as it was"
+    );
+}

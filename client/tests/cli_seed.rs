@@ -22,18 +22,6 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// A loopback address nothing listens on, below the ephemeral range.
-fn free_fixed_addr() -> String {
-    let (from, to) = common::fixed_port_range();
-    for _ in 0..1000 {
-        let port = rand::random_range(from..to);
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return format!("127.0.0.1:{port}");
-        }
-    }
-    panic!("no free loopback port in {from}..{to}");
-}
-
 /// `rush args…`, with none of the caller's `RUSH_*` variables.
 fn rush(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rush"));
@@ -78,7 +66,7 @@ async fn node_on(addr: &str, dir: &std::path::Path) -> rush_daemon::Running {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_bounds_the_wait_for_a_node_that_is_not_there() {
-    let addr = free_fixed_addr();
+    let addr = common::fixed_listen_addr();
     let ran = run(rush(&["--addr", &addr, "--timeout", "1", "get", "k"])).await;
     assert_eq!(ran.code, Some(1), "{}", ran.stderr);
     // It waited the whole second (it used to fail at once), and not much
@@ -113,7 +101,7 @@ async fn timeout_bounds_the_wait_for_a_node_that_is_not_there() {
 /// an answer may take, and stderr says how to wait longer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn by_default_a_node_that_is_not_there_fails_within_seconds() {
-    let addr = free_fixed_addr();
+    let addr = common::fixed_listen_addr();
     let ran = run(rush(&["--addr", &addr, "ping"])).await;
     assert_eq!(ran.code, Some(1), "{}", ran.stderr);
     let took = ran.took.as_secs_f64();
@@ -132,7 +120,7 @@ async fn by_default_a_node_that_is_not_there_fails_within_seconds() {
 /// A node that comes up while `rush` waits: the command goes through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_appears_within_the_timeout_is_used() {
-    let addr = free_fixed_addr();
+    let addr = common::fixed_listen_addr();
     let mut child = rush(&["--addr", &addr, "--timeout", "30", "set", "seed", "up"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -203,7 +191,7 @@ async fn connect_retries_until_the_seed_deadline() {
         })),
         ..ClientOptions::default()
     };
-    let addr = free_fixed_addr();
+    let addr = common::fixed_listen_addr();
     let started = Instant::now();
     let e = Client::connect_with(&addr, opts.clone()).await.unwrap_err();
     let took = started.elapsed();

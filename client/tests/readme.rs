@@ -265,23 +265,11 @@ async fn readme_examples_run_as_written() {
 }
 
 /// A base port with the 12 ports from it free (3 nodes × protocol, HTTP,
-/// RESP, redirects), below the kernel's ephemeral range: the rolling restart
-/// brings every node back on its ports, and no outgoing connection can
-/// take one in between.
+/// RESP, redirects), below the kernel's ephemeral range and clear of the
+/// README's own ports: the rolling restart brings every node back on its
+/// ports, and no outgoing connection can take one in between.
 fn free_base() -> u16 {
-    let (from, to) = common::fixed_port_range();
-    for _ in 0..200 {
-        let base = rand::random_range(from..to - 12);
-        // Clear of the README's own ports, so that a line the test forgot
-        // to move can't reach a cluster someone runs on them.
-        if (7367..7392).contains(&base) {
-            continue;
-        }
-        if (0..12).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
-            return base;
-        }
-    }
-    panic!("no 12 free loopback ports in a row in {from}..{to}");
+    common::fixed_ports(12)
 }
 
 /// The README's cluster ports: node i on 7379 + 4i (protocol), + 1 (HTTP),

@@ -13,15 +13,7 @@ use std::time::Duration;
 /// RESP, redirects), below the ephemeral range: the rolling restart brings
 /// every node back on its ports.
 fn free_base() -> u16 {
-    let (from, to) = common::fixed_port_range();
-    let span = u32::from(to - from).saturating_sub(12).max(1);
-    for attempt in 0..200u32 {
-        let base = from + ((std::process::id() * 7 + attempt * 97) % span) as u16;
-        if (0..12).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
-            return base;
-        }
-    }
-    panic!("no 12 free ports in a row");
+    common::fixed_ports(12)
 }
 
 fn script(dir: &Path, rush: &Path, args: &[&str]) -> (bool, String) {

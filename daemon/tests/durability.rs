@@ -172,7 +172,7 @@ async fn sigterm_drains_and_exits_cleanly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_reconnects_and_retries_idempotent_requests() {
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = Spawned::start_on(dir.path(), &common::fixed_listen_addr(), &[]);
+    let mut daemon = Spawned::start_fixed(dir.path(), &[]);
     let addr = daemon.addr.to_string();
     let client = Client::connect_with(
         &addr,

@@ -6,7 +6,7 @@ use rush_daemon::{Clock, Config, Running};
 use std::process::Command;
 
 #[allow(unused_imports)]
-pub use rush_test_support::fixed_port_range;
+pub use rush_test_support::{fixed_listen_addr, fixed_ports};
 
 pub struct Node {
     _dir: tempfile::TempDir,

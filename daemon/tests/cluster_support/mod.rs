@@ -33,11 +33,12 @@ impl Node {
             proc: None,
             conf,
         };
-        n.launch(&crate::common::fixed_listen_addr(), crash);
+        n.launch(None, crash);
         n
     }
 
-    fn launch(&mut self, listen: &str, crash: Option<&str>) {
+    /// Launch on `listen`, or on a fresh fixed port.
+    fn launch(&mut self, listen: Option<&str>, crash: Option<&str>) {
         // Small chunks, so a slot of a test moves in several of them.
         let mut conf = "[cluster]\nmigrate_chunk_keys = 16\n".to_string();
         if let Some(point) = crash {
@@ -51,7 +52,10 @@ impl Node {
             self.conf.display().to_string(),
         ];
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-        let p = Spawned::start_on(&self.dir, listen, &extra);
+        let p = match listen {
+            Some(listen) => Spawned::start_on(&self.dir, listen, &extra),
+            None => Spawned::start_fixed(&self.dir, &extra),
+        };
         self.addr = p.addr;
         self.proc = Some(p);
     }
@@ -60,7 +64,7 @@ impl Node {
     pub fn restart(&mut self, crash: Option<&str>) {
         assert!(self.proc.is_none(), "stop it first");
         let listen = self.addr.to_string();
-        self.launch(&listen, crash);
+        self.launch(Some(&listen), crash);
     }
 
     /// SIGTERM: a graceful drain; must exit 0.

@@ -10,11 +10,10 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[allow(unused_imports)]
-pub use rush_test_support::{fixed_listen_addr, fixed_port_range};
+pub use rush_test_support::{fixed_listen_addr, fixed_ports};
 
 /// A config for tests: [`Config::small`] with HTTP on a loopback port 0 and
 /// clock control on.
@@ -219,12 +218,38 @@ impl Spawned {
         Self::launch(dir, listen, extra, None)
     }
 
+    /// Like [`Spawned::start`] on a fixed port (see [`fixed_ports`]), so
+    /// that it can restart on the same address. A start whose port was
+    /// taken between the probe and `rushd`'s own bind (by something
+    /// outside this process) asks for another port.
+    pub fn start_fixed(dir: &Path, extra: &[&str]) -> Spawned {
+        let mut attempt = 0;
+        loop {
+            match Self::try_launch(dir, &fixed_listen_addr(), extra, None) {
+                Ok(s) => return s,
+                Err(e) if attempt < 3 && e.contains("Address already in use") => attempt += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
     /// Like [`Spawned::start`], logging at debug level into `log`.
     pub fn start_logging(dir: &Path, extra: &[&str], log: &Path) -> Spawned {
         Self::launch(dir, "127.0.0.1:0", extra, Some(log))
     }
 
     fn launch(dir: &Path, listen: &str, extra: &[&str], log: Option<&Path>) -> Spawned {
+        Self::try_launch(dir, listen, extra, log).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Start `rushd` and wait for its serving line; if it prints none,
+    /// why, with the last lines of its stderr.
+    fn try_launch(
+        dir: &Path,
+        listen: &str,
+        extra: &[&str],
+        log: Option<&Path>,
+    ) -> Result<Spawned, String> {
         let stderr = match log {
             Some(p) => Stdio::from(std::fs::File::create(p).expect("log file")),
             None => Stdio::piped(),
@@ -239,22 +264,30 @@ impl Spawned {
             .stderr(stderr)
             .spawn()
             .expect("spawn rushd");
-        // Its stderr is passed on, and the last lines kept to explain a
-        // start that fails.
-        let tail = Arc::new(Mutex::new(std::collections::VecDeque::new()));
-        if let Some(err) = child.stderr.take() {
-            let tail = tail.clone();
+        // Its stderr is passed on, and its first and last lines kept to
+        // explain a start that fails (the error comes first, a backtrace
+        // after it).
+        let kept = child.stderr.take().map(|err| {
             std::thread::spawn(move || {
+                let (mut head, mut tail) = (Vec::new(), std::collections::VecDeque::new());
                 for line in BufReader::new(err).lines().map_while(Result::ok) {
                     eprintln!("{line}");
-                    let mut t = tail.lock().unwrap();
-                    if t.len() == 20 {
-                        t.pop_front();
+                    if head.len() < 10 {
+                        head.push(line);
+                    } else {
+                        if tail.len() == 20 {
+                            tail.pop_front();
+                        }
+                        tail.push_back(line);
                     }
-                    t.push_back(line);
                 }
-            });
-        }
+                if !tail.is_empty() {
+                    head.push("[…]".into());
+                }
+                head.extend(tail);
+                head.join("\n")
+            })
+        });
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -269,24 +302,24 @@ impl Spawned {
             Err(e) => {
                 let _ = child.kill();
                 let status = child.wait();
-                // Let the stderr thread catch up with the last lines.
-                std::thread::sleep(Duration::from_millis(100));
-                let tail: Vec<String> = tail.lock().unwrap().iter().cloned().collect();
-                panic!(
-                    "rushd on {listen} printed no serving line ({e}); exit {status:?}; stderr:\n{}",
-                    tail.join("\n")
-                );
+                // Its stderr has closed: the thread ends.
+                let stderr = kept
+                    .and_then(|t| t.join().ok())
+                    .unwrap_or_else(|| "(in the log file)".into());
+                return Err(format!(
+                    "rushd on {listen} printed no serving line ({e}); exit {status:?}; stderr:\n{stderr}"
+                ));
             }
         };
         // "rushd serving ADDR http ADDR"
         let parts: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(parts.get(1), Some(&"serving"), "unexpected line {line:?}");
-        Spawned {
+        Ok(Spawned {
             child,
             addr: parts[2].parse().expect("addr"),
             http: parts.get(4).and_then(|a| a.parse().ok()),
             dir: dir.to_path_buf(),
-        }
+        })
     }
 
     pub fn kill9(&mut self) {

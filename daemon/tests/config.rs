@@ -1,6 +1,8 @@
 //! The example config in deploy/ is loadable, complete and equal to the
 //! built-in defaults where it says so.
 
+mod common;
+
 use rush_daemon::config::{Config, Durability};
 use std::path::Path;
 
@@ -25,6 +27,10 @@ fn example_config_states_the_defaults() {
     );
     assert_eq!(c.server.max_connections, d.server.max_connections);
     assert_eq!(c.server.listen_backlog, d.server.listen_backlog);
+    assert_eq!(
+        c.server.transparent_huge_pages,
+        d.server.transparent_huge_pages
+    );
     assert_eq!(c.storage.data_dir, d.storage.data_dir);
     assert_eq!(c.storage.queue_depth, d.storage.queue_depth);
     assert_eq!(c.storage.row_cache_mb, d.storage.row_cache_mb);
@@ -239,4 +245,33 @@ fn links_section_is_checked() {
         assert!(c.validate().is_err(), "{bad}");
     }
     assert!(Config::from_toml("[links]\nbase = 1\n", p).is_err());
+}
+
+/// `THP_enabled` of a running rushd, from /proc (Linux 5.0+).
+fn thp_enabled(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))
+        .unwrap_or_else(|| panic!("no THP_enabled in /proc/{pid}/status:\n{status}"));
+    line.trim() == "1"
+}
+
+/// rushd turns transparent huge pages off for itself unless the config
+/// lets them be (the process flag the kernel checks at each fault).
+#[test]
+fn transparent_huge_pages_follow_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut off = common::Spawned::start(&dir.path().join("off"), &[]);
+    assert!(!thp_enabled(off.child.id()), "off by default");
+    off.kill9();
+    let conf = dir.path().join("thp.toml");
+    std::fs::write(&conf, "[server]\ntransparent_huge_pages = true\n").unwrap();
+    let conf = conf.display().to_string();
+    let mut on = common::Spawned::start(&dir.path().join("on"), &["--config", &conf]);
+    assert!(
+        thp_enabled(on.child.id()),
+        "left on when the config says so"
+    );
+    on.kill9();
 }

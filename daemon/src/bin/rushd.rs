@@ -151,6 +151,9 @@ fn main() -> anyhow::Result<()> {
     if !rush_daemon::server::raise_fd_limit() {
         tracing::warn!("could not raise the open-file limit");
     }
+    if !rush_daemon::server::set_transparent_huge_pages(config.server.transparent_huge_pages) {
+        tracing::warn!("could not turn transparent huge pages off");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.io_threads())
         .thread_name("rush-io")

@@ -11,7 +11,8 @@
 # --after W runs workload W's preload (and 1 s of W) on each fresh server
 # first, so the measured workload meets a database that already holds W's
 # keys, as in compare.sh, where one server runs every workload in turn
-# (rushd gets 5 s more to write the preload back).
+# (rushd gets 5 s more to write the preload back). W may be a comma-separated
+# list, run in its order (compare.sh's order: kv-set,kv-get,kv-incr,…).
 #
 # A SIDE is one of
 #   rush:BINARY[:ARGS]   rushd BINARY started with --shards 1 and ARGS (words
@@ -96,12 +97,13 @@ for round in $(seq "$rounds"); do
     for i in "${!sides[@]}"; do
         side=${sides[$i]}
         start "$side"
-        if [ -n "$after" ]; then
-            taskset -c "$c1" "$bench" "$after" --target "$target" --connections "$connections" \
+        IFS=, read -r -a befores <<<"$after"
+        for before in "${befores[@]}"; do
+            taskset -c "$c1" "$bench" "$before" --target "$target" --connections "$connections" \
                 --pipeline "$pipeline" --duration 1 --keys "$keys" --threads 1 --quiet \
                 --preload >/dev/null
             case "$side" in rush:*) sleep 5 ;; esac
-        fi
+        done
         taskset -c "$c1" "$bench" "$workload" --target "$target" --server-pid "$server" \
             --connections "$connections" --pipeline "$pipeline" --duration "$duration" \
             --keys "$keys" --threads 1 --quiet "${preload[@]}" --json "$work/run.json" >/dev/null

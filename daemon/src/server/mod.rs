@@ -10,9 +10,11 @@
 
 mod listen;
 pub(crate) mod node_cmds;
+mod process;
 
+pub use listen::raise_fd_limit;
 use listen::{accept_loop, bind, bind_resp};
-pub use listen::{raise_fd_limit, set_transparent_huge_pages};
+pub use process::set_transparent_huge_pages;
 
 use crate::clock::Clock;
 use crate::config::Config;

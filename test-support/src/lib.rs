@@ -1,7 +1,7 @@
 //! What the test suites of more than one crate need (a dev-dependency
 //! only): loopback ports a test can name in advance.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 /// Unprivileged ports below the kernel's ephemeral range, for a test that
@@ -26,7 +26,7 @@ const DEFAULT_PORTS: std::ops::Range<u16> = 7360..7400;
 /// Every port this process has handed out. A port is handed out once: a
 /// node that was killed comes back on its port, and no other test of the
 /// process may have taken it in between.
-static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
 /// `n` consecutive free loopback ports below the kernel's ephemeral range,
 /// never handed out before by this process; returns the first.
@@ -42,7 +42,6 @@ pub fn fixed_ports(n: u16) -> u16 {
     let (from, to) = fixed_port_range();
     assert!(n > 0 && n < to - from, "{n} ports in {from}..{to}");
     let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-    let handed = handed.get_or_insert_with(HashSet::new);
     for _ in 0..1000 {
         let base = rand::random_range(from..to - n);
         let ports = base..base + n;
@@ -84,7 +83,7 @@ mod tests {
 
     #[test]
     fn no_port_is_handed_out_twice() {
-        let mut seen = HashSet::new();
+        let mut seen = BTreeSet::new();
         for _ in 0..200 {
             let base = fixed_ports(3);
             for p in base..base + 3 {

@@ -512,14 +512,25 @@ mod tests {
         assert_eq!(read_all(dir.path(), 3).unwrap().len(), 1);
     }
 
+    /// A closed log of records 1 and 2 in one segment: that segment.
+    fn two_records(dir: &Path) -> PathBuf {
+        let mut log = ShardLog::create(dir, 1).unwrap();
+        pass(&mut log, 1);
+        pass(&mut log, 2);
+        log.path.clone()
+    }
+
+    /// Flip a byte inside the first record of the segment at `path`.
+    fn damage_first_record(path: &Path) {
+        let mut data = fs::read(path).unwrap();
+        data[FRAME + SEQ + 2] ^= 0xff;
+        fs::write(path, &data).unwrap();
+    }
+
     #[test]
     fn a_torn_tail_is_cut_off_and_corruption_before_records_refuses() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = ShardLog::create(dir.path(), 1).unwrap();
-        pass(&mut log, 1);
-        pass(&mut log, 2);
-        let path = log.path.clone();
-        drop(log);
+        let path = two_records(dir.path());
         // A crash in the middle of the third record's write.
         let mut data = fs::read(&path).unwrap();
         let whole = data.len();
@@ -532,9 +543,7 @@ mod tests {
             "cut back"
         );
         // A flipped byte in the first record, with the second after it.
-        let mut data = fs::read(&path).unwrap();
-        data[FRAME + SEQ + 2] ^= 0xff;
-        fs::write(&path, &data).unwrap();
+        damage_first_record(&path);
         let mut log = ShardLog::create(dir.path(), 3).unwrap();
         pass(&mut log, 3);
         assert!(matches!(
@@ -546,17 +555,11 @@ mod tests {
     #[test]
     fn a_bad_record_with_the_next_one_after_it_is_corruption_even_at_the_end() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = ShardLog::create(dir.path(), 1).unwrap();
-        pass(&mut log, 1);
-        pass(&mut log, 2);
-        let path = log.path.clone();
-        drop(log);
+        let path = two_records(dir.path());
         // The last segment, its first record damaged: record 2 after it was
         // acknowledged, so this is no torn tail to cut off.
-        let mut data = fs::read(&path).unwrap();
-        let whole = data.len();
-        data[FRAME + SEQ + 2] ^= 0xff;
-        fs::write(&path, &data).unwrap();
+        let whole = fs::metadata(&path).unwrap().len() as usize;
+        damage_first_record(&path);
         assert!(matches!(
             read_all(dir.path(), 0),
             Err(LogError::Corrupt { offset: 0, .. })

@@ -130,9 +130,11 @@ pub struct ServerConfig {
     /// On shutdown, how long in-flight requests may take to finish.
     pub drain_timeout_secs: u64,
     /// Let the kernel back rushd's heap with transparent huge pages (as its
-    /// `transparent_hugepage` setting says). Off by default, as Redis does:
-    /// writes grow memory all the time, and each fault of a huge page
-    /// zeroes 2 MiB. On makes cached reads a little cheaper (fewer TLB
+    /// `transparent_hugepage` setting says). Off by default (Redis keeps
+    /// itself off them too: its allocator does not ask for them by default, and its
+    /// `disable-thp yes` turns them off where the kernel would impose
+    /// them): writes grow memory all the time, and each fault of a huge
+    /// page zeroes 2 MiB. On makes cached reads a little cheaper (fewer TLB
     /// misses) and writes dearer (bench/results/NOTES.md).
     pub transparent_huge_pages: bool,
 }

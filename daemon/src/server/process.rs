@@ -6,8 +6,9 @@
 /// so with the kernel's usual `madvise` mode every heap fault zeroes 2 MiB;
 /// the pending maps, row cache tables and memtable arenas that writes keep
 /// growing then cost up to 1.8× the CPU per operation (kv-incr, limits;
-/// bench/results/NOTES.md). Redis turns them off for itself too. Returns
-/// false if the kernel refused.
+/// bench/results/NOTES.md). Redis keeps off them as well (`disable-thp`,
+/// and an allocator that does not ask for them by default). Returns false if the kernel
+/// refused.
 pub fn set_transparent_huge_pages(allowed: bool) -> bool {
     if allowed {
         return true;

@@ -314,9 +314,17 @@ async fn redis_cli_runs_the_node_commands_in_resp2_and_resp3() {
 /// protocol port + 2), which the map leaves unsaid; the third's is
 /// elsewhere, which the map carries.
 async fn three_nodes() -> (Vec<TestNode>, ClusterSlotsReply) {
+    // The first two on fixed ports, their RESP listeners where the default
+    // puts them (protocol port + 2, reserved with it); the third's set.
+    let default_at = |base: u16| {
+        move |c: &mut rush_daemon::Config| {
+            c.server.listen = format!("127.0.0.1:{base}");
+            c.server.resp_listen = None;
+        }
+    };
     let nodes = vec![
-        TestNode::start().await,
-        TestNode::start().await,
+        TestNode::start_with(default_at(common::fixed_ports(3))).await,
+        TestNode::start_with(default_at(common::fixed_ports(3))).await,
         TestNode::start_with(|c| c.server.resp_listen = Some("127.0.0.1:0".into())).await,
     ];
     let addrs: Vec<String> = nodes.iter().map(|n| n.addr().to_string()).collect();

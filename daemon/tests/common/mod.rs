@@ -20,6 +20,10 @@ pub use rush_test_support::{fixed_listen_addr, fixed_ports};
 pub fn test_config(dir: &Path) -> Config {
     let mut c = Config::small(dir);
     c.server.http = "127.0.0.1:0".into();
+    // Not the default (the protocol port + 2): beside an ephemeral port,
+    // that one can be any other socket's, and the RESP listener would be
+    // off. A test of the default placement asks for it on fixed ports.
+    c.server.resp_listen = Some("127.0.0.1:0".into());
     c.debug.clock_control = true;
     c
 }

@@ -14,6 +14,27 @@ use std::path::PathBuf;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// How long mimalloc keeps freed memory before giving it back to the
+/// kernel, unless `MIMALLOC_PURGE_DELAY` says otherwise. Its default (1 s)
+/// is shorter than a memtable's life: each new memtable arena, and the maps
+/// a burst of writes grows, faulted fresh pages in that the kernel had to
+/// zero first — 23 % of rushd's CPU on kv-incr (`clear_page_erms`), −22 %
+/// CPU per op once memory is kept 10 s (bench/results/NOTES.md). jemalloc,
+/// under Redis, keeps dirty pages 10 s by default as well.
+const PURGE_DELAY_MS: std::ffi::c_long = 10_000;
+
+/// `mi_option_purge_delay` in mimalloc's `mi_option_t` (include/mimalloc.h);
+/// the Rust bindings name no constant for it.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+fn keep_freed_memory() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: sets one of mimalloc's integer options; mimalloc reads it
+        // at each purge, and any value is valid.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+    }
+}
+
 /// Rush daemon: short links, purchase limits, the Bloom-guarded catalog and
 /// red envelopes on one sharded, disk-backed node.
 ///
@@ -92,6 +113,7 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    keep_freed_memory();
     let args = Args::parse();
     // Logs go to stderr; stdout carries only the "serving" line.
     tracing_subscriber::fmt()

@@ -102,6 +102,9 @@ pub struct Storage {
     dir: PathBuf,
     sync_opts: WriteOptions,
     relaxed_opts: WriteOptions,
+    /// Write-back batches: the shard's log holds them until RocksDB has
+    /// flushed them ([`Storage::write_back`]).
+    unlogged_opts: WriteOptions,
     /// The memtable is one skiplist per slot (see [`Storage::scan`]).
     slot_memtable: bool,
     /// Per shard: the last shard-log record its column family holds (every
@@ -206,6 +209,8 @@ impl Storage {
 
         let mut sync_opts = WriteOptions::default();
         sync_opts.set_sync(true);
+        let mut unlogged_opts = WriteOptions::default();
+        unlogged_opts.disable_wal(true);
         // Before rebalancing: a log holds its shard's keys of the layout
         // the directory was written with.
         replay_logs(&db, &dir, &sync_opts)?;
@@ -223,6 +228,7 @@ impl Storage {
             dir,
             sync_opts,
             relaxed_opts: WriteOptions::default(),
+            unlogged_opts,
             slot_memtable: cfg.memtable == crate::config::Memtable::SlotHash,
             log_through,
             stats: StorageStats::new(shards),
@@ -242,16 +248,19 @@ impl Storage {
 
     /// Write a shard's pending writes, in the order given (key order: a
     /// sorted run), then the last log record they reach, synced: once it
-    /// returns, that part of the shard's log may go. (Through RocksDB's WAL,
-    /// unsynced but for the last batch: without it a crash could keep the
-    /// synced position and lose batches before it from the memtable.)
+    /// returns, that part of the shard's log may go.
+    ///
+    /// The run skips RocksDB's WAL: the shard's log already holds it, and
+    /// copying it through the WAL as well was 5–6 % of the CPU of every
+    /// write workload (bench/results/NOTES.md). Instead the memtable is
+    /// flushed to an SST file before the log position is written (synced),
+    /// so a crash either finds the position with the run on disk, or the
+    /// old position and the log records to replay (which write the same
+    /// newest values again).
     ///
     /// The run goes in batches of about [`WRITE_BACK_CHUNK`] (one large
     /// batch would grow, copying itself, into fresh memory the kernel must
-    /// zero first: a quarter of the CPU in a profile); only the last, with
-    /// the log position, is synced. A crash in between leaves some of the
-    /// run in RocksDB and the log position where it was: replaying those
-    /// records writes the same newest values again.
+    /// zero first: a quarter of the CPU in a profile).
     pub fn write_back<'a>(
         &self,
         shard: usize,
@@ -267,15 +276,29 @@ impl Storage {
                 None => batch.delete_cf(cf, k),
             }
             if batch.size_in_bytes() >= WRITE_BACK_CHUNK {
-                self.write_uncounted(std::mem::replace(&mut batch, chunk()), false)?;
+                self.write_unlogged(std::mem::replace(&mut batch, chunk()))?;
             }
         }
-        batch.put_cf(
+        self.write_unlogged(batch)?;
+        self.db.flush_cf(cf).map_err(|e| {
+            self.stats.write_errors.inc();
+            StorageError::from(e)
+        })?;
+        let mut position = WriteBatch::default();
+        position.put_cf(
             self.meta_cf(),
             keys::meta::shard_log(shard),
             through.to_be_bytes(),
         );
-        self.write_uncounted(batch, true)
+        self.write_uncounted(position, true)
+    }
+
+    /// A write without RocksDB's WAL: lost in a crash unless flushed.
+    fn write_unlogged(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        self.db.write_opt(batch, &self.unlogged_opts).map_err(|e| {
+            self.stats.write_errors.inc();
+            e.into()
+        })
     }
 
     /// A write that is no group commit (a write back): only a failure is

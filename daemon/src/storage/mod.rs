@@ -105,6 +105,9 @@ pub struct Storage {
     /// Write-back batches: the shard's log holds them until RocksDB has
     /// flushed them ([`Storage::write_back`]).
     unlogged_opts: WriteOptions,
+    /// Point reads' options, made once (`get_pinned_cf` makes and frees a
+    /// C++ `ReadOptions` per read).
+    point_read_opts: ReadOptions,
     /// The memtable is one skiplist per slot (see [`Storage::scan`]).
     slot_memtable: bool,
     /// Per shard: the last shard-log record its column family holds (every
@@ -229,6 +232,7 @@ impl Storage {
             sync_opts,
             relaxed_opts: WriteOptions::default(),
             unlogged_opts,
+            point_read_opts: ReadOptions::default(),
             slot_memtable: cfg.memtable == crate::config::Memtable::SlotHash,
             log_through,
             stats: StorageStats::new(shards),
@@ -343,7 +347,9 @@ impl Storage {
         key: &[u8],
     ) -> Result<Option<DBPinnableSlice<'_>>, StorageError> {
         self.stats.reads.inc();
-        Ok(self.db.get_pinned_cf(self.cf(shard), key)?)
+        Ok(self
+            .db
+            .get_pinned_cf_opt(self.cf(shard), key, &self.point_read_opts)?)
     }
 
     /// Apply a batch atomically; with `sync`, durable (WAL fsynced) on return.

@@ -18,9 +18,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// kernel, unless `MIMALLOC_PURGE_DELAY` says otherwise. Its default (1 s)
 /// is shorter than a memtable's life: each new memtable arena, and the maps
 /// a burst of writes grows, faulted fresh pages in that the kernel had to
-/// zero first — 23 % of rushd's CPU on kv-incr (`clear_page_erms`), −22 %
-/// CPU per op once memory is kept 10 s (bench/results/NOTES.md). jemalloc,
-/// under Redis, keeps dirty pages 10 s by default as well.
+/// zero first — 23 % of rushd's CPU on kv-incr (`clear_page_erms`); kept
+/// 10 s, kv-incr took 10–22 % less CPU per op (bench/results/NOTES.md).
+/// jemalloc, under Redis, keeps dirty pages 10 s by default as well.
 const PURGE_DELAY_MS: std::ffi::c_long = 10_000;
 
 /// `mi_option_purge_delay` in mimalloc's `mi_option_t` (include/mimalloc.h);

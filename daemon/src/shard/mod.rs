@@ -484,7 +484,7 @@ impl Shard {
         if let Err(e) = log.rotate() {
             tracing::warn!(shard = self.id, error = %e, "can't start a new log segment; the current one keeps growing");
         }
-        pending.freeze(writer);
+        pending.freeze(writer, false);
     }
 
     /// Between passes: take in the runs that landed; hand over a new one

@@ -196,7 +196,7 @@ impl Pending {
 
     /// Hand what is pending to `writer` as a run. False when there was
     /// nothing to hand over, or a run is still in flight.
-    pub fn freeze(&mut self, writer: &Writer) -> bool {
+    pub fn freeze(&mut self, writer: &Writer, waited_for: bool) -> bool {
         if self.frozen.is_some() || (self.keys == 0 && self.written_back == self.through) {
             return false;
         }
@@ -205,6 +205,7 @@ impl Pending {
             keys: std::mem::take(&mut self.keys),
             through: self.through,
             bytes: std::mem::take(&mut self.bytes),
+            waited_for,
         });
         self.frozen = Some(run.clone());
         writer.write(run);
@@ -252,6 +253,7 @@ impl Pending {
                     keys: shared.keys,
                     through: shared.through,
                     bytes: shared.bytes,
+                    waited_for: shared.waited_for,
                 });
                 for (k, v) in run.slots.into_iter().flatten() {
                     if !self.slots[slot_of(&k)].contains_key(&k) {
@@ -290,7 +292,7 @@ impl Pending {
             if self.frozen.is_some() {
                 keys += self.landed(writer.wait_landed(), writer, rows)?;
             }
-            if !self.freeze(writer) {
+            if !self.freeze(writer, true) {
                 return Ok(keys);
             }
         }

@@ -28,6 +28,10 @@ pub struct Run {
     /// The last log record whose writes are in `slots`.
     pub through: u64,
     pub bytes: usize,
+    /// The shard waits for it (a scan, a slot move, a stop): written
+    /// through RocksDB's WAL, not flushed, so that a wait costs one fsync
+    /// and leaves no small SST file behind (`Storage::write_back`).
+    pub waited_for: bool,
 }
 
 /// What became of a run.
@@ -154,5 +158,6 @@ fn write(storage: &Storage, shard: usize, run: &Run) -> Result<(), StorageError>
         shard,
         sorted.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
         run.through,
+        run.waited_for,
     )
 }

@@ -254,13 +254,21 @@ impl Storage {
     /// sorted run), then the last log record they reach, synced: once it
     /// returns, that part of the shard's log may go.
     ///
-    /// The run skips RocksDB's WAL: the shard's log already holds it, and
-    /// copying it through the WAL as well was 5–6 % of the CPU of every
-    /// write workload (bench/results/NOTES.md). Instead the memtable is
-    /// flushed to an SST file before the log position is written (synced),
-    /// so a crash either finds the position with the run on disk, or the
-    /// old position and the log records to replay (which write the same
-    /// newest values again).
+    /// A run written in the background skips RocksDB's WAL: the shard's log
+    /// already holds it, and copying it through the WAL as well was 5–6 % of
+    /// the CPU of every write workload (bench/results/NOTES.md). Instead the
+    /// memtable is flushed to an SST file before the log position is
+    /// written, so a crash either finds the position with the run on disk,
+    /// or the old position and the log records to replay (which write the
+    /// same newest values again).
+    ///
+    /// A run the shard waits for (`through_wal`: a scan that must see
+    /// RocksDB whole, a slot move) goes through the WAL instead, unsynced
+    /// but for the last batch, with the position: one fsync, where a flush
+    /// would cost more and leave a small SST file per wait (a link slot's
+    /// first load under write traffic waits for one: 168 flushes in 8 s,
+    /// and shorten at 0.57× its throughput, when these flushed too). Runs
+    /// land one at a time, so a WAL record never precedes an unflushed run.
     ///
     /// The run goes in batches of about [`WRITE_BACK_CHUNK`] (one large
     /// batch would grow, copying itself, into fresh memory the kernel must
@@ -270,8 +278,14 @@ impl Storage {
         shard: usize,
         run: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
         through: u64,
+        through_wal: bool,
     ) -> Result<(), StorageError> {
         let cf = self.cf(shard);
+        let opts = if through_wal {
+            &self.relaxed_opts
+        } else {
+            &self.unlogged_opts
+        };
         let chunk = || WriteBatch::with_capacity_bytes(WRITE_BACK_CHUNK + (64 << 10));
         let mut batch = chunk();
         for (k, v) in run {
@@ -280,26 +294,28 @@ impl Storage {
                 None => batch.delete_cf(cf, k),
             }
             if batch.size_in_bytes() >= WRITE_BACK_CHUNK {
-                self.write_unlogged(std::mem::replace(&mut batch, chunk()))?;
+                self.write_with(std::mem::replace(&mut batch, chunk()), opts)?;
             }
         }
-        self.write_unlogged(batch)?;
-        self.db.flush_cf(cf).map_err(|e| {
-            self.stats.write_errors.inc();
-            StorageError::from(e)
-        })?;
-        let mut position = WriteBatch::default();
-        position.put_cf(
+        if !through_wal {
+            self.write_with(std::mem::replace(&mut batch, chunk()), opts)?;
+            self.counted(self.db.flush_cf(cf))?;
+        }
+        batch.put_cf(
             self.meta_cf(),
             keys::meta::shard_log(shard),
             through.to_be_bytes(),
         );
-        self.write_uncounted(position, true)
+        self.write_with(batch, &self.sync_opts)
     }
 
-    /// A write without RocksDB's WAL: lost in a crash unless flushed.
-    fn write_unlogged(&self, batch: WriteBatch) -> Result<(), StorageError> {
-        self.db.write_opt(batch, &self.unlogged_opts).map_err(|e| {
+    fn write_with(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<(), StorageError> {
+        self.counted(self.db.write_opt(batch, opts))
+    }
+
+    /// A RocksDB write's outcome, its failure counted.
+    fn counted<T>(&self, outcome: Result<T, rocksdb::Error>) -> Result<T, StorageError> {
+        outcome.map_err(|e| {
             self.stats.write_errors.inc();
             e.into()
         })
@@ -313,10 +329,7 @@ impl Storage {
         } else {
             &self.relaxed_opts
         };
-        self.db.write_opt(batch, opts).map_err(|e| {
-            self.stats.write_errors.inc();
-            e.into()
-        })
+        self.write_with(batch, opts)
     }
 
     pub fn dir(&self) -> &Path {

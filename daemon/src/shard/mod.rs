@@ -276,6 +276,7 @@ pub fn create(id: usize, ctx: ShardContext) -> std::io::Result<(ShardHandle, Sha
         }
         crate::config::Commit::Direct => (None, None, None),
     };
+    let pending_budget = pending.as_ref().map_or(0, pending::Pending::budget);
     let shard = Shard {
         id,
         log,
@@ -287,7 +288,10 @@ pub fn create(id: usize, ctx: ShardContext) -> std::io::Result<(ShardHandle, Sha
         services,
         by_service,
         segments: Segments::default(),
-        rows: rows::RowCache::new((ctx.config.storage.row_cache_mb << 20) / shards.max(1)),
+        rows: rows::RowCache::new(
+            (ctx.config.storage.row_cache_mb << 20) / shards.max(1),
+            pending_budget,
+        ),
         lanes: Lanes::default(),
         mailbox,
         poll,
@@ -392,7 +396,7 @@ impl Shard {
             stats.syncs.inc();
         }
         let before = pending.len();
-        pending.absorb(finished.applied.drain(), seq);
+        pending.absorb(finished.applied.drain(), seq, &mut self.rows);
         stats.pending_keys.add((pending.len() - before) as i64);
         Ok(())
     }
@@ -496,9 +500,6 @@ impl Shard {
         };
         while let Some(landed) = writer.try_landed() {
             let _ = self.landed(landed);
-        }
-        if let Some(pending) = self.pending.as_mut() {
-            pending.drain_into(&mut self.rows, pending::DRAIN_SLOTS_PER_PASS);
         }
         let (Some(log), Some(pending)) = (&self.log, &self.pending) else {
             return;

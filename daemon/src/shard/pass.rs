@@ -321,9 +321,6 @@ impl Shard {
             // A slot's data moves outside the shard's groups: RocksDB must
             // hold all of it first (a failed write back fails the move).
             let _ = self.write_back();
-            if let (Some(p), Some(w)) = (self.pending.as_mut(), &self.writer) {
-                p.forget_landed(w);
-            }
             self.rows.clear();
             for op in std::mem::take(&mut self.io.slot_ops) {
                 self.slot_op(op);

@@ -2,24 +2,35 @@
 //! storage key, so a hot key is answered from a hash map instead of a
 //! RocksDB lookup (a memtable skiplist search was the top cost of reads).
 //!
-//! It is a write-through cache of committed data only: filled by reads that
-//! went to storage, updated with a group's writes after its commit
-//! succeeded, cleared when a commit fails, when a group deleted a key range,
-//! and when slots move (their data changes outside the shard's groups). So it
-//! never holds anything storage doesn't. Values keep their header: readers
-//! check expiry exactly as they do for storage reads, and "known absent" is
-//! cached too.
+//! It holds committed data only: filled by reads that went to storage,
+//! updated with a group's writes after its commit succeeded, cleared when a
+//! commit fails, when a group deleted a key range, and when slots move
+//! (their data changes outside the shard's groups). Values keep their
+//! header: readers check expiry exactly as they do for storage reads, and
+//! "known absent" is cached too.
+//!
+//! It is also where reads find the shard's pending writes (`pending`:
+//! committed to the shard's log, not yet in RocksDB). A pending write is a
+//! *dirty* row: it carries the number of the run that writes it back, and
+//! stays — whatever the budget says, through aging and clearing — until
+//! that run has landed ([`RowCache::landed`], one store: no row is touched).
+//! So a read is one probe whether its key is pending, cached or neither,
+//! and a landed run has nothing to move anywhere (pending writes used to be
+//! maps of their own, probed before this one, and moved into it once
+//! landed: bench/results/NOTES.md).
 //!
 //! Two generations approximate LRU at O(1) per operation with no per-entry
 //! links: each entry carries the generation that last used it. New entries
 //! and hits belong to the young generation; when it holds half the budget it
 //! becomes the old one and the previous old generation is dropped (one sweep
-//! of the table, once per half a budget of inserts). A hit on an old entry
-//! moves it to the young generation in place. One table holds both, so a
-//! lookup, an insert or a hit is one probe (two tables cost two on each
-//! insert and each miss: bench/results/NOTES.md).
+//! of the table, once per half a budget of inserts; dirty rows are kept and
+//! join the new old generation). A hit on an old entry moves it to the young
+//! generation in place. One table holds both, so a lookup, an insert or a
+//! hit is one probe (two tables cost two on each insert and each miss:
+//! bench/results/NOTES.md).
 
 use bytes::Bytes;
+use hashbrown::hash_map::{Entry, EntryRef};
 use hashbrown::HashMap;
 
 /// Per-entry bookkeeping the byte budget counts on top of key and value.
@@ -32,21 +43,35 @@ const ENTRY_OVERHEAD: usize = 48;
 /// short string, so the reservation stays under the budget.
 const RESERVE_ENTRY_BYTES: usize = 256;
 
+/// A run number no run has: the row is clean (RocksDB holds its value).
+pub const CLEAN: u32 = 0;
+
 struct Row {
     value: Option<Bytes>,
     /// The generation that last used it.
     generation: u32,
+    /// The run that writes this value back ([`CLEAN`]: none); dirty while
+    /// greater than the last run landed.
+    run: u32,
+    /// Where in its run the write is (meaningful while dirty).
+    index: u32,
 }
 
 #[derive(Default)]
 pub struct RowCache {
-    /// Byte budget; 0 disables the cache.
+    /// Byte budget for clean rows; 0 caches nothing read (pending writes
+    /// are held all the same).
     cap: usize,
+    /// Generations turn over at least every this many bytes of inserts, so
+    /// that a table holding many dirty rows is not swept too often.
+    min_generation: usize,
     rows: HashMap<Vec<u8>, Row>,
     /// The young generation's number (the old one is the one before).
     young: u32,
     young_bytes: usize,
     old_bytes: usize,
+    /// The last run landed: rows of later runs are dirty.
+    landed: u32,
     pub hits: u64,
     pub misses: u64,
 }
@@ -56,17 +81,21 @@ fn size(key: &[u8], value: &Option<Bytes>) -> usize {
 }
 
 impl RowCache {
-    pub fn new(cap_bytes: usize) -> Self {
+    /// A cache of `cap_bytes`, next to pending writes of about
+    /// `pending_bytes` (the write-back budget; 0 without a log).
+    pub fn new(cap_bytes: usize, pending_bytes: usize) -> Self {
         RowCache {
             cap: cap_bytes,
+            min_generation: pending_bytes,
             rows: HashMap::with_capacity(cap_bytes / 2 / RESERVE_ENTRY_BYTES),
             ..RowCache::default()
         }
     }
 
     /// `Some(value)` when the key's committed value (or its absence) is known.
+    #[inline]
     pub fn get(&mut self, key: &[u8]) -> Option<Option<Bytes>> {
-        if self.cap == 0 {
+        if self.rows.is_empty() {
             return None;
         }
         let Some(row) = self.rows.get_mut(key) else {
@@ -85,40 +114,138 @@ impl RowCache {
         Some(value)
     }
 
-    /// Remember a key's committed value (`None`: absent).
-    pub fn insert(&mut self, key: Vec<u8>, value: Option<Bytes>) {
+    /// Remember a key's value as RocksDB holds it (`None`: absent).
+    pub fn insert(&mut self, key: &[u8], value: Option<Bytes>) {
         if self.cap == 0 {
             return;
         }
-        let n = size(&key, &value);
+        let n = size(key, &value);
         if n > self.cap / 16 {
             // Too big to be worth it: make sure no older copy lingers.
-            self.remove(&key);
+            self.remove(key);
             return;
         }
-        let key_len = key.len();
-        let row = Row {
-            value,
-            generation: self.young,
-        };
-        if let Some(previous) = self.rows.insert(key, row) {
-            self.forget(key_len, &previous);
+        let young = self.young;
+        match self.rows.entry_ref(key) {
+            EntryRef::Occupied(mut e) => {
+                let row = e.get_mut();
+                debug_assert!(
+                    row.run <= self.landed,
+                    "a read never replaces a pending write"
+                );
+                let was = (size(key, &row.value), row.generation == young);
+                row.value = value;
+                row.generation = young;
+                self.forget(was.0, was.1);
+            }
+            EntryRef::Vacant(e) => {
+                let row = Row {
+                    value,
+                    generation: young,
+                    run: CLEAN,
+                    index: 0,
+                };
+                e.insert_with_key(key.to_vec(), row);
+            }
         }
         self.young_bytes += n;
         self.age_if_full();
     }
 
-    /// Forget `key`.
+    /// Hold `value` as `key`'s newest committed value, pending until run
+    /// `run` has landed. `place` puts the write in the run and says where:
+    /// it is given where the run already holds the key, if it does.
+    pub fn write(
+        &mut self,
+        key: Vec<u8>,
+        value: Option<Bytes>,
+        run: u32,
+        place: impl FnOnce(&[u8], Option<&[u8]>, Option<u32>) -> u32,
+    ) {
+        debug_assert!(run > self.landed);
+        let n = size(&key, &value);
+        let young = self.young;
+        match self.rows.entry(key) {
+            Entry::Occupied(mut e) => {
+                let held = (e.get().run == run).then_some(e.get().index);
+                let index = place(e.key(), value.as_deref(), held);
+                let key_len = e.key().len();
+                let row = e.get_mut();
+                row.index = index;
+                row.run = run;
+                let was = (key_len + size(&[], &row.value), row.generation == young);
+                row.value = value;
+                row.generation = young;
+                self.forget(was.0, was.1);
+            }
+            Entry::Vacant(e) => {
+                let index = place(e.key(), value.as_deref(), None);
+                let row = Row {
+                    value,
+                    generation: young,
+                    run,
+                    index,
+                };
+                e.insert(row);
+            }
+        }
+        self.young_bytes += n;
+        self.age_if_full();
+    }
+
+    /// A pending write whose run failed to land joins run `run` (its row
+    /// keeps its value; `place` puts it in the run and says where), unless
+    /// run `run` writes the key already: then that value is newer, and
+    /// this one is dropped.
+    pub fn requeue(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        run: u32,
+        place: impl FnOnce() -> u32,
+    ) {
+        match self.rows.entry_ref(key) {
+            EntryRef::Occupied(mut e) => {
+                let row = e.get_mut();
+                if row.run != run {
+                    row.run = run;
+                    row.index = place();
+                }
+            }
+            EntryRef::Vacant(e) => {
+                // (Never: a dirty row stays until its run lands.)
+                let value = value.map(Bytes::copy_from_slice);
+                let row = Row {
+                    generation: self.young,
+                    run,
+                    index: place(),
+                    value,
+                };
+                self.young_bytes += size(key, &row.value);
+                e.insert_with_key(key.to_vec(), row);
+            }
+        }
+    }
+
+    /// Run `run` has landed: RocksDB holds its writes, and so every row of
+    /// it or an earlier run is clean.
+    pub fn landed(&mut self, run: u32) {
+        self.landed = self.landed.max(run);
+    }
+
+    /// Forget `key` (unless a write of it is pending).
     pub fn remove(&mut self, key: &[u8]) {
-        if let Some(previous) = self.rows.remove(key) {
-            self.forget(key.len(), &previous);
+        let landed = self.landed;
+        if let Some(row) = self.rows.get(key).filter(|r| r.run <= landed) {
+            let (was, was_young) = (size(key, &row.value), row.generation == self.young);
+            self.rows.remove(key);
+            self.forget(was, was_young);
         }
     }
 
     /// Take a replaced or removed entry out of its generation's bytes.
-    fn forget(&mut self, key_len: usize, row: &Row) {
-        let n = key_len + row.value.as_ref().map_or(0, Bytes::len) + ENTRY_OVERHEAD;
-        let bytes = if row.generation == self.young {
+    fn forget(&mut self, n: usize, young: bool) {
+        let bytes = if young {
             &mut self.young_bytes
         } else {
             &mut self.old_bytes
@@ -127,23 +254,55 @@ impl RowCache {
     }
 
     /// When the young generation holds half the budget: drop the old one,
-    /// and start a new young one.
+    /// and start a new young one. Dirty rows stay, in the generation that
+    /// becomes old.
     fn age_if_full(&mut self) {
-        if self.young_bytes <= self.cap / 2 {
+        if self.young_bytes <= (self.cap / 2).max(self.min_generation) {
+            return;
+        }
+        let (young, landed) = (self.young, self.landed);
+        let mut kept_dirty = 0;
+        // The table keeps its capacity: the next generation neither
+        // regrows it (rehashing) nor faults in fresh pages.
+        self.rows.retain(|key, row| {
+            if row.generation == young {
+                return true;
+            }
+            if row.run <= landed {
+                return false;
+            }
+            row.generation = young;
+            kept_dirty += size(key, &row.value);
+            true
+        });
+        self.young = young.wrapping_add(1);
+        self.old_bytes = std::mem::take(&mut self.young_bytes) + kept_dirty;
+    }
+
+    /// Forget every clean row (pending writes stay).
+    pub fn clear(&mut self) {
+        let landed = self.landed;
+        if self.rows.values().all(|r| r.run <= landed) {
+            self.rows.clear();
+            self.young_bytes = 0;
+            self.old_bytes = 0;
             return;
         }
         let young = self.young;
-        // The table keeps its capacity: the next generation neither
-        // regrows it (rehashing) nor faults in fresh pages.
-        self.rows.retain(|_, row| row.generation == young);
-        self.young = young.wrapping_add(1);
-        self.old_bytes = std::mem::take(&mut self.young_bytes);
-    }
-
-    pub fn clear(&mut self) {
-        self.rows.clear();
-        self.young_bytes = 0;
-        self.old_bytes = 0;
+        let (mut young_bytes, mut old_bytes) = (0, 0);
+        self.rows.retain(|key, row| {
+            if row.run <= landed {
+                return false;
+            }
+            if row.generation == young {
+                young_bytes += size(key, &row.value);
+            } else {
+                old_bytes += size(key, &row.value);
+            }
+            true
+        });
+        self.young_bytes = young_bytes;
+        self.old_bytes = old_bytes;
     }
 
     /// Approximate bytes held.
@@ -158,17 +317,17 @@ mod tests {
 
     #[test]
     fn hits_misses_absence_and_generations() {
-        let mut c = RowCache::new(16 * 1024);
+        let mut c = RowCache::new(16 * 1024, 0);
         assert_eq!(c.get(b"k"), None);
-        c.insert(b"k".to_vec(), Some(Bytes::from_static(b"v")));
-        c.insert(b"gone".to_vec(), None);
+        c.insert(b"k", Some(Bytes::from_static(b"v")));
+        c.insert(b"gone", None);
         assert_eq!(c.get(b"k"), Some(Some(Bytes::from_static(b"v"))));
         assert_eq!(c.get(b"gone"), Some(None));
-        c.insert(b"k".to_vec(), Some(Bytes::from_static(b"v2")));
+        c.insert(b"k", Some(Bytes::from_static(b"v2")));
         assert_eq!(c.get(b"k"), Some(Some(Bytes::from_static(b"v2"))));
         // Fill past the budget: old entries age out, kept ones survive while used.
         for i in 0..2_000u32 {
-            c.insert(i.to_be_bytes().to_vec(), Some(Bytes::from(vec![0; 40])));
+            c.insert(&i.to_be_bytes(), Some(Bytes::from(vec![0; 40])));
             let _ = c.get(b"k");
         }
         assert_eq!(
@@ -184,12 +343,12 @@ mod tests {
 
     #[test]
     fn bytes_follow_replacements_removals_and_aging() {
-        let mut c = RowCache::new(64 * 1024);
+        let mut c = RowCache::new(64 * 1024, 0);
         let entry = |k: &[u8], v: usize| k.len() + v + ENTRY_OVERHEAD;
-        c.insert(b"a".to_vec(), Some(Bytes::from(vec![0; 10])));
-        c.insert(b"b".to_vec(), None);
+        c.insert(b"a", Some(Bytes::from(vec![0; 10])));
+        c.insert(b"b", None);
         assert_eq!(c.bytes(), entry(b"a", 10) + entry(b"b", 0));
-        c.insert(b"a".to_vec(), Some(Bytes::from(vec![0; 3])));
+        c.insert(b"a", Some(Bytes::from(vec![0; 3])));
         c.remove(b"b");
         assert_eq!(
             c.bytes(),
@@ -201,12 +360,12 @@ mod tests {
         // goes.
         let mut i = 0u32;
         while c.young != 1 {
-            c.insert(i.to_be_bytes().to_vec(), Some(Bytes::from(vec![0; 100])));
+            c.insert(&i.to_be_bytes(), Some(Bytes::from(vec![0; 100])));
             i += 1;
         }
         assert!(c.get(b"a").is_some());
         while c.young != 2 {
-            c.insert((i + 1_000_000).to_be_bytes().to_vec(), None);
+            c.insert(&(i + 1_000_000).to_be_bytes(), None);
             i += 1;
         }
         assert_eq!(c.get(b"a"), Some(Some(Bytes::from(vec![0; 3]))));
@@ -220,13 +379,60 @@ mod tests {
     }
 
     #[test]
+    fn pending_writes_stay_until_their_run_lands() {
+        // A small budget, no clean rows at all: pending writes are held anyway.
+        for cap in [0, 4 * 1024] {
+            let mut c = RowCache::new(cap, 1024);
+            let v = |s: &'static [u8]| Some(Bytes::from_static(s));
+            let mut held = Vec::new();
+            for (key, value, at) in [(&b"p"[..], v(b"1"), 0), (b"p", v(b"2"), 7), (b"q", None, 1)] {
+                c.write(key.to_vec(), value, 1, |_, _, h| {
+                    held.push(h);
+                    at
+                });
+            }
+            assert_eq!(
+                held,
+                vec![None, Some(0), None],
+                "a run is told where it holds a key already"
+            );
+            // Filling and clearing the cache drops clean rows only.
+            for i in 0..500u32 {
+                c.insert(&i.to_be_bytes(), Some(Bytes::from(vec![0; 40])));
+            }
+            c.clear();
+            assert_eq!(c.get(b"p"), Some(v(b"2")), "cap {cap}");
+            assert_eq!(c.get(b"q"), Some(None), "cap {cap}");
+            // The next run writes it again: a new write of that run.
+            let mut again = Some(Some(0));
+            c.write(b"p".to_vec(), v(b"3"), 2, |_, _, h| {
+                again = Some(h);
+                0
+            });
+            assert_eq!(again, Some(None));
+            c.landed(1);
+            c.clear();
+            assert_eq!(c.get(b"p"), Some(v(b"3")), "run 2 has not landed");
+            assert_eq!(c.get(b"q"), None, "run 1 has: q is clean, and cleared");
+            c.landed(2);
+            for i in 0..500u32 {
+                c.write(i.to_be_bytes().to_vec(), None, 3 + i, |_, _, _| 0);
+                c.landed(3 + i);
+            }
+            assert_eq!(c.get(b"p"), None, "a landed write ages out like any row");
+            let held: usize = c.rows.iter().map(|(k, r)| size(k, &r.value)).sum();
+            assert_eq!(c.bytes(), held, "cap {cap}");
+        }
+    }
+
+    #[test]
     fn disabled_and_oversized() {
         let mut off = RowCache::default();
-        off.insert(b"k".to_vec(), Some(Bytes::from_static(b"v")));
+        off.insert(b"k", Some(Bytes::from_static(b"v")));
         assert_eq!(off.get(b"k"), None);
-        let mut c = RowCache::new(1600);
-        c.insert(b"k".to_vec(), Some(Bytes::from_static(b"v")));
-        c.insert(b"k".to_vec(), Some(Bytes::from(vec![0; 500])));
+        let mut c = RowCache::new(1600, 0);
+        c.insert(b"k", Some(Bytes::from_static(b"v")));
+        c.insert(b"k", Some(Bytes::from(vec![0; 500])));
         assert_eq!(
             c.get(b"k"),
             None,

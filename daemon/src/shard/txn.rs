@@ -9,8 +9,8 @@
 //! if any request in it needs durability.
 //!
 //! Reads look, in order, at the request's own staged writes, the group's,
-//! the shard's pending writes (committed to its log, not yet in RocksDB:
-//! `shard::pending`), the row cache, and RocksDB.
+//! the row cache (which holds the shard's pending writes too: committed to
+//! its log, not yet in RocksDB, `shard::pending`), and RocksDB.
 
 use super::pending::Pending;
 use super::rows::RowCache;
@@ -108,7 +108,7 @@ impl Finished {
         }
         if committed {
             for (k, v) in self.applied.drain() {
-                rows.insert(k, v);
+                rows.insert(&k, v);
             }
         }
     }
@@ -169,11 +169,7 @@ impl<'s> Txn<'s> {
         if let Some(v) = self.applied.get(key) {
             return Ok(v.clone());
         }
-        if let Some(pending) = &self.pending {
-            if let Some(v) = pending.borrow().get(key) {
-                return Ok(v);
-            }
-        }
+        // Pending writes are the row cache's dirty rows.
         if let Some(rows) = &self.rows {
             if let Some(v) = rows.borrow_mut().get(key) {
                 return Ok(v);
@@ -184,7 +180,7 @@ impl<'s> Txn<'s> {
             .get(self.shard, key)?
             .map(|v| Bytes::copy_from_slice(&v));
         if let Some(rows) = &self.rows {
-            rows.borrow_mut().insert(key.to_vec(), v.clone());
+            rows.borrow_mut().insert(key, v.clone());
         }
         Ok(v)
     }
@@ -193,7 +189,8 @@ impl<'s> Txn<'s> {
     /// scan of it is whole: the shard's pending writes are written back
     /// (and waited for) when any of them is in the range's slots.
     fn settle_range(&self, from: &[u8], to: &[u8]) -> Result<(), StorageError> {
-        let (Some(pending), Some(writer)) = (&self.pending, &self.writer) else {
+        let (Some(pending), Some(writer), Some(rows)) = (&self.pending, &self.writer, &self.rows)
+        else {
             return Ok(());
         };
         if !pending.borrow().touches(from, to) {
@@ -201,9 +198,7 @@ impl<'s> Txn<'s> {
         }
         let mut pending = pending.borrow_mut();
         let before = pending.len();
-        let mut none = RowCache::default();
-        let mut rows = self.rows.as_ref().map(RefCell::borrow_mut);
-        let settled = pending.settle(writer, rows.as_deref_mut().unwrap_or(&mut none));
+        let settled = pending.settle(writer, &mut rows.borrow_mut());
         let landed = before - pending.len();
         self.storage.stats.pending_keys.sub(landed as i64);
         settled.map(|_| ())
@@ -233,10 +228,10 @@ impl<'s> Txn<'s> {
         // Committed writes RocksDB doesn't hold yet, then the group's writes
         // in range; later writes win (pending, then applied, then staged).
         let pending = self.pending.as_ref().map(RefCell::borrow);
-        let mut overlay: BTreeMap<&[u8], Option<&Bytes>> = BTreeMap::new();
+        let mut overlay: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
         if let Some(p) = &pending {
             for (k, v) in p.in_range(from, to) {
-                overlay.insert(k, v.as_ref());
+                overlay.insert(k, v);
             }
         }
         for (k, v) in self
@@ -245,7 +240,7 @@ impl<'s> Txn<'s> {
             .chain(self.staged.iter().map(|(k, v)| (k, v)))
         {
             if inside(k) {
-                overlay.insert(k, v.as_ref());
+                overlay.insert(k, v.as_deref());
             }
         }
         // Each deletion can hide one stored key: read that many more, so a

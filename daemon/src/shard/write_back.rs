@@ -3,7 +3,7 @@
 //! run of hundreds of thousands of keys is sorted and inserted.
 //!
 //! One run is in flight at a time. The shard hands it over read-only (an
-//! `Arc`: the shard still answers reads from it until RocksDB holds it),
+//! `Arc`: the shard's scans still merge it until RocksDB holds it),
 //! the thread writes it in key order with the log position it reaches
 //! (`Storage::write_back`: flushed to an SST file, then the position
 //! synced), says so on a channel and wakes the shard. Freeing a run (a few
@@ -11,27 +11,175 @@
 
 use super::mailbox::ShardHandle;
 use crate::storage::{Storage, StorageError};
-use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
-use hashbrown::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Newest value per storage key (`None`: deleted) of one slot.
-pub type SlotMap = HashMap<Vec<u8>, Option<Bytes>>;
+/// No write (the end of a slot's list).
+pub const NO_WRITE: u32 = u32::MAX;
 
-/// Pending writes on their way to RocksDB, read-only.
+/// A write's header in a run's buffer: the offset of the previous write
+/// of its slot (u32), the slot (u16), flags (u8), key and value lengths
+/// (u32 each); key and value follow.
+const HEADER: usize = 15;
+/// Flag: a later write of the same key in this run replaced it.
+const DEAD: u8 = 1;
+/// Flag: the write deletes its key (no value).
+const DELETE: u8 = 2;
+
+/// Pending writes on their way to RocksDB, read-only once frozen.
+///
+/// The writes are copied into one buffer, back to back in arrival order,
+/// each linked to the previous write of its slot: appending is a copy at
+/// the end, and the write-back thread reads the run front to back. (Holding
+/// each write's key and value as their own allocations, shared with the
+/// row cache, cost an allocation and a free per write and a cache miss per
+/// write when written back: bench/results/NOTES.md.) A key is written once
+/// per run: a newer write of it replaces its value in place when the
+/// length is the same, and otherwise marks it dead and is appended.
 pub struct Run {
-    /// One map per slot, by slot (keys start with their slot).
-    pub slots: Vec<SlotMap>,
+    /// Runs are numbered from 1 in the order they are frozen.
+    pub id: u32,
+    data: Vec<u8>,
+    /// Per slot, the offset of its last write ([`NO_WRITE`]: none).
+    heads: Vec<u32>,
+    /// Per slot, its live writes.
+    counts: Vec<u32>,
+    /// Live writes: keys written.
     pub keys: usize,
-    /// The last log record whose writes are in `slots`.
+    /// The last log record whose writes are in the run.
     pub through: u64,
-    pub bytes: usize,
     /// The shard waits for it (a scan, a slot move, a stop): written
     /// through RocksDB's WAL, not flushed, so that a wait costs one fsync
     /// and leaves no small SST file behind (`Storage::write_back`).
     pub waited_for: bool,
+}
+
+/// One write of a run, as read back.
+pub struct RunWrite<'a> {
+    pub key: &'a [u8],
+    /// `None`: deleted.
+    pub value: Option<&'a [u8]>,
+    slot: u16,
+    previous: u32,
+    dead: bool,
+}
+
+impl Run {
+    /// An empty run numbered `id`, with room for `capacity` bytes of writes.
+    pub fn new(id: u32, capacity: usize) -> Run {
+        Run {
+            id,
+            data: Vec::with_capacity(capacity),
+            heads: vec![NO_WRITE; usize::from(rush_protocol::SLOTS)],
+            counts: vec![0; usize::from(rush_protocol::SLOTS)],
+            keys: 0,
+            through: 0,
+            waited_for: false,
+        }
+    }
+
+    /// Bytes the writes take.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Add a write of a key the run doesn't write yet; returns where it is.
+    pub fn append(&mut self, key: &[u8], value: Option<&[u8]>) -> u32 {
+        let slot = super::pending::slot_of(key);
+        let at = self.data.len();
+        let flags = if value.is_none() { DELETE } else { 0 };
+        let value = value.unwrap_or_default();
+        self.data.extend_from_slice(&self.heads[slot].to_le_bytes());
+        self.data.extend_from_slice(&(slot as u16).to_le_bytes());
+        self.data.push(flags);
+        self.data
+            .extend_from_slice(&(key.len() as u32).to_le_bytes());
+        self.data
+            .extend_from_slice(&(value.len() as u32).to_le_bytes());
+        self.data.extend_from_slice(key);
+        self.data.extend_from_slice(value);
+        // (`Pending` freezes a run long before its offsets pass u32.)
+        let at = at as u32;
+        self.heads[slot] = at;
+        self.counts[slot] += 1;
+        self.keys += 1;
+        at
+    }
+
+    /// A newer value of the write at `at`: in place when it is as long,
+    /// else appended (and the old one marked dead). Returns where it is.
+    pub fn replace(&mut self, at: u32, value: Option<&[u8]>) -> u32 {
+        let w = self.at(at as usize);
+        let (key_len, old_len, slot) = (w.key.len(), w.value.map_or(0, <[u8]>::len), w.slot);
+        let start = at as usize + HEADER + key_len;
+        if let Some(v) = value.filter(|v| v.len() == old_len) {
+            self.data[at as usize + 6] = 0;
+            self.data[start..start + v.len()].copy_from_slice(v);
+            return at;
+        }
+        if value.is_none() && old_len == 0 {
+            self.data[at as usize + 6] = DELETE;
+            return at;
+        }
+        self.data[at as usize + 6] |= DEAD;
+        self.counts[usize::from(slot)] -= 1;
+        self.keys -= 1;
+        let key = self.data[at as usize + HEADER..start].to_vec();
+        self.append(&key, value)
+    }
+
+    /// The write at offset `at`.
+    pub fn at(&self, at: usize) -> RunWrite<'_> {
+        let d = &self.data[at..];
+        let u32_at = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
+        let (key_len, value_len) = (u32_at(7) as usize, u32_at(11) as usize);
+        let flags = d[6];
+        let key = &d[HEADER..HEADER + key_len];
+        let value = &d[HEADER + key_len..HEADER + key_len + value_len];
+        RunWrite {
+            key,
+            value: (flags & DELETE == 0).then_some(value),
+            slot: u16::from_le_bytes([d[4], d[5]]),
+            previous: u32_at(0),
+            dead: flags & DEAD != 0,
+        }
+    }
+
+    /// Every live write, in arrival order.
+    pub fn writes(&self) -> impl Iterator<Item = RunWrite<'_>> + '_ {
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            while at < self.data.len() {
+                let w = self.at(at);
+                at += HEADER + w.key.len() + w.value.map_or(0, <[u8]>::len);
+                if !w.dead {
+                    return Some(w);
+                }
+            }
+            None
+        })
+    }
+
+    /// Does the run write anything in slots `first..=last`?
+    pub fn touches(&self, first: usize, last: usize) -> bool {
+        self.counts[first..=last].iter().any(|&n| n > 0)
+    }
+
+    /// The live writes of `slot`, newest first.
+    pub fn slot(&self, slot: usize) -> impl Iterator<Item = RunWrite<'_>> + '_ {
+        let mut next = self.heads[slot];
+        std::iter::from_fn(move || {
+            while next != NO_WRITE {
+                let w = self.at(next as usize);
+                next = w.previous;
+                if !w.dead {
+                    return Some(w);
+                }
+            }
+            None
+        })
+    }
 }
 
 /// What became of a run.
@@ -146,18 +294,72 @@ impl Drop for Writer {
 }
 
 /// The run in key order: slot by slot (keys start with their big-endian
-/// slot), each slot's few keys sorted among themselves.
+/// slot), each slot's few keys sorted among themselves. The writes are
+/// placed by slot in one pass over the run's buffer (a counting sort:
+/// following each slot's links instead missed the cache on nearly every
+/// write, bench/results/NOTES.md).
 fn write(storage: &Storage, shard: usize, run: &Run) -> Result<(), StorageError> {
-    let mut sorted: Vec<(&Vec<u8>, &Option<Bytes>)> = Vec::with_capacity(run.keys);
-    for slot in &run.slots {
-        let start = sorted.len();
-        sorted.extend(slot.iter());
-        sorted[start..].sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut next = Vec::with_capacity(run.counts.len());
+    let mut total = 0usize;
+    for &n in &run.counts {
+        next.push(total);
+        total += n as usize;
     }
-    storage.write_back(
-        shard,
-        sorted.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
-        run.through,
-        run.waited_for,
-    )
+    let mut sorted: Vec<(&[u8], Option<&[u8]>)> = vec![(&[], None); total];
+    for w in run.writes() {
+        let at = &mut next[usize::from(w.slot)];
+        sorted[*at] = (w.key, w.value);
+        *at += 1;
+    }
+    let mut start = 0;
+    for &n in &run.counts {
+        let end = start + n as usize;
+        if n > 1 {
+            sorted[start..end].sort_unstable_by(|a, b| a.0.cmp(b.0));
+        }
+        start = end;
+    }
+    storage.write_back(shard, sorted.into_iter(), run.through, run.waited_for)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(slot: u16, s: &str) -> Vec<u8> {
+        let mut k = slot.to_be_bytes().to_vec();
+        k.extend_from_slice(s.as_bytes());
+        k
+    }
+
+    #[test]
+    fn a_run_keeps_one_live_write_per_key() {
+        let mut run = Run::new(1, 0);
+        let a = run.append(&key(3, "a"), Some(b"1"));
+        let b = run.append(&key(3, "b"), None);
+        let c = run.append(&key(9, "c"), Some(b"xyz"));
+        assert_eq!(run.replace(a, Some(b"2")), a, "same length: in place");
+        assert_eq!(run.replace(b, None), b, "still deleted: in place");
+        let c2 = run.replace(c, Some(b"longer"));
+        assert_ne!(c2, c, "another length: appended");
+        let b2 = run.replace(b, Some(b"back"));
+        assert_ne!(b2, b);
+        let all: Vec<(Vec<u8>, Option<Vec<u8>>)> = run
+            .writes()
+            .map(|w| (w.key.to_vec(), w.value.map(<[u8]>::to_vec)))
+            .collect();
+        assert_eq!(
+            all,
+            vec![
+                (key(3, "a"), Some(b"2".to_vec())),
+                (key(9, "c"), Some(b"longer".to_vec())),
+                (key(3, "b"), Some(b"back".to_vec())),
+            ]
+        );
+        assert_eq!(run.keys, 3);
+        let slot3: Vec<Vec<u8>> = run.slot(3).map(|w| w.key.to_vec()).collect();
+        assert_eq!(slot3, vec![key(3, "b"), key(3, "a")], "newest first");
+        assert!(run.touches(0, 3) && run.touches(9, 9) && !run.touches(4, 8));
+        assert_eq!(run.at(c2 as usize).value, Some(&b"longer"[..]));
+    }
 }

@@ -4,7 +4,7 @@
 /// kernel's choice (`/sys/kernel/mm/transparent_hugepage/enabled`) when
 /// `allowed`. mimalloc asks for huge pages on its arenas (`MADV_HUGEPAGE`),
 /// so with the kernel's usual `madvise` mode every heap fault zeroes 2 MiB;
-/// the pending maps, row cache tables and memtable arenas that writes keep
+/// the pending runs, row cache tables and memtable arenas that writes keep
 /// growing then cost up to 1.8× the CPU per operation (kv-incr, limits;
 /// bench/results/NOTES.md). Redis keeps off them as well (`disable-thp`,
 /// and an allocator that does not ask for them by default). Returns false if the kernel

@@ -224,8 +224,9 @@ pub struct StorageConfig {
     /// How a pass's writes reach the disk (see [`Commit`]).
     pub commit: Commit,
     /// With `commit = "log"`: writes held in memory per node (split over
-    /// shards) before a shard writes them to RocksDB as one sorted run. The
-    /// larger the run, the closer together its keys land in the memtable.
+    /// shards, at most 1 GiB per shard) before a shard writes them to RocksDB
+    /// as one sorted run. The larger the run, the closer together its keys
+    /// land in the memtable.
     pub write_back_mb: usize,
     /// How often shards run their timers (expiry sweeps, prefetch, refunds).
     pub tick_ms: u64,

@@ -247,7 +247,7 @@ impl Metrics {
                 &r,
                 IntCounter::new(
                     "row_cache_hits_total",
-                    "Storage reads answered by the row cache",
+                    "Storage reads answered by the row cache (pending writes included)",
                 )
                 .expect("valid"),
             ),

@@ -11,9 +11,9 @@
 //! key is in a run once (its newest value: the row cache says where), so a
 //! hot key rewritten a thousand times is written back once.
 //!
-//! A run is a list of writes in arrival order, each linked to the previous
-//! write of its slot (a key's slot is its first two bytes): appending is a
-//! push, a scan (always inside a slot) merges the few pending keys of its
+//! A run is one buffer of writes copied in arrival order, each linked to
+//! the previous write of its slot (a key's slot is its first two bytes):
+//! appending is a copy at the end, a scan (always inside a slot) merges the few pending keys of its
 //! slot ([`Pending::in_range`]), and the write-back thread takes the run
 //! slot by slot, each slot's keys sorted among themselves.
 //!
@@ -152,7 +152,7 @@ impl Pending {
     fn add(&mut self, key: Vec<u8>, value: Option<Bytes>, rows: &mut RowCache) {
         let run = &mut self.open;
         rows.write(key, value, run.id, |key, value, held| match held {
-            Some(at) => run.replace(at, value),
+            Some(at) => run.replace(at, key, value),
             None => run.append(key, value),
         });
     }

@@ -116,13 +116,14 @@ impl RowCache {
 
     /// Remember a key's value as RocksDB holds it (`None`: absent).
     pub fn insert(&mut self, key: &[u8], value: Option<Bytes>) {
-        if self.cap == 0 {
-            return;
-        }
         let n = size(key, &value);
         if n > self.cap / 16 {
-            // Too big to be worth it: make sure no older copy lingers.
-            self.remove(key);
+            // Not cached (too big to be worth it, or no cache at all): make
+            // sure no older copy lingers — a landed pending write stays
+            // until aged out, even with no cache.
+            if !self.rows.is_empty() {
+                self.remove(key);
+            }
             return;
         }
         let young = self.young;
@@ -422,6 +423,28 @@ mod tests {
             assert_eq!(c.get(b"p"), None, "a landed write ages out like any row");
             let held: usize = c.rows.iter().map(|(k, r)| size(k, &r.value)).sum();
             assert_eq!(c.bytes(), held, "cap {cap}");
+        }
+    }
+
+    #[test]
+    fn a_landed_write_never_hides_a_newer_value() {
+        // With no cache, a pending write's row outlives its run until aged
+        // out; a value written to RocksDB directly after it must replace it.
+        for cap in [0, 1600] {
+            let mut c = RowCache::new(cap, 1 << 20);
+            c.write(
+                b"k".to_vec(),
+                Some(Bytes::from_static(b"old")),
+                1,
+                |_, _, _| 0,
+            );
+            c.landed(1);
+            c.insert(b"k", Some(Bytes::from(vec![7; 500])));
+            assert_ne!(
+                c.get(b"k"),
+                Some(Some(Bytes::from_static(b"old"))),
+                "cap {cap}"
+            );
         }
     }
 

@@ -107,9 +107,10 @@ impl Run {
         at
     }
 
-    /// A newer value of the write at `at`: in place when it is as long,
-    /// else appended (and the old one marked dead). Returns where it is.
-    pub fn replace(&mut self, at: u32, value: Option<&[u8]>) -> u32 {
+    /// A newer value of the write of `key` at `at`: in place when it is as
+    /// long, else appended (and the old one marked dead). Returns where it
+    /// is.
+    pub fn replace(&mut self, at: u32, key: &[u8], value: Option<&[u8]>) -> u32 {
         let w = self.at(at as usize);
         let (key_len, old_len, slot) = (w.key.len(), w.value.map_or(0, <[u8]>::len), w.slot);
         let start = at as usize + HEADER + key_len;
@@ -125,8 +126,7 @@ impl Run {
         self.data[at as usize + 6] |= DEAD;
         self.counts[usize::from(slot)] -= 1;
         self.keys -= 1;
-        let key = self.data[at as usize + HEADER..start].to_vec();
-        self.append(&key, value)
+        self.append(key, value)
     }
 
     /// The write at offset `at`.
@@ -338,11 +338,19 @@ mod tests {
         let a = run.append(&key(3, "a"), Some(b"1"));
         let b = run.append(&key(3, "b"), None);
         let c = run.append(&key(9, "c"), Some(b"xyz"));
-        assert_eq!(run.replace(a, Some(b"2")), a, "same length: in place");
-        assert_eq!(run.replace(b, None), b, "still deleted: in place");
-        let c2 = run.replace(c, Some(b"longer"));
+        assert_eq!(
+            run.replace(a, &key(3, "a"), Some(b"2")),
+            a,
+            "same length: in place"
+        );
+        assert_eq!(
+            run.replace(b, &key(3, "b"), None),
+            b,
+            "still deleted: in place"
+        );
+        let c2 = run.replace(c, &key(9, "c"), Some(b"longer"));
         assert_ne!(c2, c, "another length: appended");
-        let b2 = run.replace(b, Some(b"back"));
+        let b2 = run.replace(b, &key(3, "b"), Some(b"back"));
         assert_ne!(b2, b);
         let all: Vec<(Vec<u8>, Option<Vec<u8>>)> = run
             .writes()

@@ -237,3 +237,105 @@ pub fn slot_of(key: &[u8]) -> usize {
         _ => 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::config::StorageConfig;
+    use crate::storage::Storage;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn key(s: &str) -> Vec<u8> {
+        let mut k = 7u16.to_be_bytes().to_vec();
+        k.extend_from_slice(s.as_bytes());
+        k
+    }
+
+    fn value(s: &str) -> Option<Bytes> {
+        Some(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    /// A run that fails to land goes back to pending under the newer writes
+    /// of its keys: reads still see every committed value, nothing is lost,
+    /// and the next write-back puts the newest of each in RocksDB.
+    #[test]
+    fn a_run_that_fails_to_land_is_written_again() {
+        for cap in [0, 1 << 20] {
+            let dir = tempfile::tempdir().unwrap();
+            let cfg = StorageConfig {
+                data_dir: dir.path().to_path_buf(),
+                block_cache_mb: 8,
+                write_buffer_mb: 4,
+                ..StorageConfig::default()
+            };
+            let storage = Arc::new(Storage::open(&cfg, 1, Clock::system()).unwrap());
+            let poll = mio::Poll::new().unwrap();
+            let (wake, _mailbox) =
+                super::super::mailbox::mailbox(0, &poll, mio::Token(0), 16).unwrap();
+            // The first run fails, as a full disk would fail it; later ones
+            // are written for real.
+            let attempts = Arc::new(AtomicUsize::new(0));
+            let writer = {
+                let (storage, attempts) = (storage.clone(), attempts.clone());
+                Writer::start_with(0, wake, move |run| {
+                    if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+                        return Err(StorageError::Io(std::io::Error::other("disk full")));
+                    }
+                    super::super::write_back::write(&storage, 0, run)
+                })
+                .unwrap()
+            };
+            // An older value of the key the run deletes, in RocksDB already.
+            let mut batch = crate::storage::WriteBatch::default();
+            batch.put_cf(storage.cf(0), key("gone"), b"stale");
+            storage.write(batch, false).unwrap();
+            let mut rows = RowCache::new(cap, 1 << 20);
+            let mut pending = Pending::new(1 << 20, 0);
+            let writes = |kv: &[(&str, Option<Bytes>)]| {
+                kv.iter()
+                    .map(|(k, v)| (key(k), v.clone()))
+                    .collect::<Vec<_>>()
+                    .into_iter()
+            };
+            pending.absorb(
+                writes(&[("a", value("a1")), ("b", value("b1")), ("gone", None)]),
+                1,
+                &mut rows,
+            );
+            assert!(pending.freeze(&writer, false));
+            // While that run is in flight, b is written again and c is new.
+            pending.absorb(writes(&[("b", value("b2")), ("c", value("c1"))]), 2, &mut rows);
+
+            let failed = pending.landed(writer.wait_landed(), &writer, &mut rows);
+            assert!(failed.is_err(), "cap {cap}: the failure is reported");
+            assert_eq!(pending.written_back(), 0, "nothing counts as written back");
+            for (k, v) in [("a", value("a1")), ("b", value("b2")), ("c", value("c1"))] {
+                assert_eq!(rows.get(&key(k)), Some(v), "cap {cap}: {k} is still read");
+            }
+            assert_eq!(rows.get(&key("gone")), Some(None), "cap {cap}");
+            // The open run holds each key once, with its newest value.
+            let mut open: Vec<(Vec<u8>, Option<Vec<u8>>)> = pending
+                .in_range(&key(""), &key("~"))
+                .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+                .collect();
+            open.sort();
+            let expected = vec![
+                (key("a"), Some(b"a1".to_vec())),
+                (key("b"), Some(b"b2".to_vec())),
+                (key("c"), Some(b"c1".to_vec())),
+                (key("gone"), None),
+            ];
+            assert_eq!(open, expected, "cap {cap}");
+
+            assert_eq!(pending.settle(&writer, &mut rows).unwrap(), 4, "cap {cap}");
+            assert_eq!(attempts.load(Ordering::SeqCst), 2);
+            assert_eq!(pending.written_back(), 2, "cap {cap}");
+            assert!(pending.is_empty());
+            for (k, v) in &expected {
+                let stored = storage.get(0, k).unwrap().map(|v| v.to_vec());
+                assert_eq!(&stored, v, "cap {cap}: RocksDB holds the newest {k:?}");
+            }
+        }
+    }
+}

@@ -209,6 +209,15 @@ impl Writer {
         storage: Arc<Storage>,
         wake: ShardHandle,
     ) -> std::io::Result<Writer> {
+        Writer::start_with(shard, wake, move |run| write(&storage, shard, run))
+    }
+
+    /// [`Writer::start`] with what writing a run is (a test makes it fail).
+    pub(super) fn start_with(
+        shard: usize,
+        wake: ShardHandle,
+        mut write: impl FnMut(&Run) -> Result<(), StorageError> + Send + 'static,
+    ) -> std::io::Result<Writer> {
         let (jobs, rx) = crossbeam_channel::unbounded::<Job>();
         let (tx, landed) = crossbeam_channel::unbounded();
         let thread = std::thread::Builder::new()
@@ -226,7 +235,7 @@ impl Writer {
                         }
                     };
                     let started = Instant::now();
-                    let result = write(&storage, shard, &run);
+                    let result = write(&run);
                     let landed = Landed {
                         through: run.through,
                         keys: run.keys,
@@ -298,7 +307,7 @@ impl Drop for Writer {
 /// placed by slot in one pass over the run's buffer (a counting sort:
 /// following each slot's links instead missed the cache on nearly every
 /// write, bench/results/NOTES.md).
-fn write(storage: &Storage, shard: usize, run: &Run) -> Result<(), StorageError> {
+pub(super) fn write(storage: &Storage, shard: usize, run: &Run) -> Result<(), StorageError> {
     let mut next = Vec::with_capacity(run.counts.len());
     let mut total = 0usize;
     for &n in &run.counts {

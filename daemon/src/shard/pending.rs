@@ -151,7 +151,7 @@ impl Pending {
 
     fn add(&mut self, key: Vec<u8>, value: Option<Bytes>, rows: &mut RowCache) {
         let run = &mut self.open;
-        rows.write(key, value, run.id, |key, value, held| match held {
+        rows.write(&key, value, run.id, |key, value, held| match held {
             Some(at) => run.replace(at, key, value),
             None => run.append(key, value),
         });
@@ -305,7 +305,11 @@ mod tests {
             );
             assert!(pending.freeze(&writer, false));
             // While that run is in flight, b is written again and c is new.
-            pending.absorb(writes(&[("b", value("b2")), ("c", value("c1"))]), 2, &mut rows);
+            pending.absorb(
+                writes(&[("b", value("b2")), ("c", value("c1"))]),
+                2,
+                &mut rows,
+            );
 
             let failed = pending.landed(writer.wait_landed(), &writer, &mut rows);
             assert!(failed.is_err(), "cap {cap}: the failure is reported");

@@ -30,11 +30,15 @@
 //! bench/results/NOTES.md).
 
 use bytes::Bytes;
-use hashbrown::hash_map::{Entry, EntryRef};
+use hashbrown::hash_map::EntryRef;
 use hashbrown::HashMap;
+use smallvec::SmallVec;
 
-/// Per-entry bookkeeping the byte budget counts on top of key and value.
-const ENTRY_OVERHEAD: usize = 48;
+/// Per-entry bookkeeping the byte budget counts on top of key and value:
+/// a table slot is an inline key (40 bytes) and a row (48), plus a control
+/// byte and the table's spare room, of which the key's own length is
+/// already counted.
+const ENTRY_OVERHEAD: usize = 64;
 
 /// The entry size the table is reserved for at first. Growing a table from
 /// empty rehashes every entry at each doubling and faults in fresh pages,
@@ -42,6 +46,16 @@ const ENTRY_OVERHEAD: usize = 48;
 /// flash sale: bench/results/NOTES.md). Larger than a typical counter or
 /// short string, so the reservation stays under the budget.
 const RESERVE_ENTRY_BYTES: usize = 256;
+
+/// Keys up to this long are held in the table itself: a probe compares
+/// the key where it found the entry, instead of following a pointer to
+/// another cache line (`memcmp` on heap keys was a tenth of a kv-incr
+/// profile: bench/results/NOTES.md). Covers kv keys of up to 29 bytes
+/// (slot and keyspace come first), link codes and limit counters.
+const INLINE_KEY: usize = 32;
+
+/// A storage key, inline when short.
+type Key = SmallVec<[u8; INLINE_KEY]>;
 
 /// A run number no run has: the row is clean (RocksDB holds its value).
 pub const CLEAN: u32 = 0;
@@ -65,7 +79,7 @@ pub struct RowCache {
     /// Generations turn over at least every this many bytes of inserts, so
     /// that a table holding many dirty rows is not swept too often.
     min_generation: usize,
-    rows: HashMap<Vec<u8>, Row>,
+    rows: HashMap<Key, Row>,
     /// The young generation's number (the old one is the one before).
     young: u32,
     young_bytes: usize,
@@ -146,7 +160,7 @@ impl RowCache {
                     run: CLEAN,
                     index: 0,
                 };
-                e.insert_with_key(key.to_vec(), row);
+                e.insert_with_key(Key::from_slice(key), row);
             }
         }
         self.young_bytes += n;
@@ -158,36 +172,35 @@ impl RowCache {
     /// it is given where the run already holds the key, if it does.
     pub fn write(
         &mut self,
-        key: Vec<u8>,
+        key: &[u8],
         value: Option<Bytes>,
         run: u32,
         place: impl FnOnce(&[u8], Option<&[u8]>, Option<u32>) -> u32,
     ) {
         debug_assert!(run > self.landed);
-        let n = size(&key, &value);
+        let n = size(key, &value);
         let young = self.young;
-        match self.rows.entry(key) {
-            Entry::Occupied(mut e) => {
+        match self.rows.entry_ref(key) {
+            EntryRef::Occupied(mut e) => {
                 let held = (e.get().run == run).then_some(e.get().index);
-                let index = place(e.key(), value.as_deref(), held);
-                let key_len = e.key().len();
+                let index = place(key, value.as_deref(), held);
                 let row = e.get_mut();
                 row.index = index;
                 row.run = run;
-                let was = (key_len + size(&[], &row.value), row.generation == young);
+                let was = (size(key, &row.value), row.generation == young);
                 row.value = value;
                 row.generation = young;
                 self.forget(was.0, was.1);
             }
-            Entry::Vacant(e) => {
-                let index = place(e.key(), value.as_deref(), None);
+            EntryRef::Vacant(e) => {
+                let index = place(key, value.as_deref(), None);
                 let row = Row {
                     value,
                     generation: young,
                     run,
                     index,
                 };
-                e.insert(row);
+                e.insert_with_key(Key::from_slice(key), row);
             }
         }
         self.young_bytes += n;
@@ -223,7 +236,7 @@ impl RowCache {
                     value,
                 };
                 self.young_bytes += size(key, &row.value);
-                e.insert_with_key(key.to_vec(), row);
+                e.insert_with_key(Key::from_slice(key), row);
             }
         }
     }
@@ -387,7 +400,7 @@ mod tests {
             let v = |s: &'static [u8]| Some(Bytes::from_static(s));
             let mut held = Vec::new();
             for (key, value, at) in [(&b"p"[..], v(b"1"), 0), (b"p", v(b"2"), 7), (b"q", None, 1)] {
-                c.write(key.to_vec(), value, 1, |_, _, h| {
+                c.write(key, value, 1, |_, _, h| {
                     held.push(h);
                     at
                 });
@@ -406,7 +419,7 @@ mod tests {
             assert_eq!(c.get(b"q"), Some(None), "cap {cap}");
             // The next run writes it again: a new write of that run.
             let mut again = Some(Some(0));
-            c.write(b"p".to_vec(), v(b"3"), 2, |_, _, h| {
+            c.write(b"p", v(b"3"), 2, |_, _, h| {
                 again = Some(h);
                 0
             });
@@ -417,7 +430,7 @@ mod tests {
             assert_eq!(c.get(b"q"), None, "run 1 has: q is clean, and cleared");
             c.landed(2);
             for i in 0..500u32 {
-                c.write(i.to_be_bytes().to_vec(), None, 3 + i, |_, _, _| 0);
+                c.write(&i.to_be_bytes(), None, 3 + i, |_, _, _| 0);
                 c.landed(3 + i);
             }
             assert_eq!(c.get(b"p"), None, "a landed write ages out like any row");
@@ -432,12 +445,7 @@ mod tests {
         // out; a value written to RocksDB directly after it must replace it.
         for cap in [0, 1600] {
             let mut c = RowCache::new(cap, 1 << 20);
-            c.write(
-                b"k".to_vec(),
-                Some(Bytes::from_static(b"old")),
-                1,
-                |_, _, _| 0,
-            );
+            c.write(b"k", Some(Bytes::from_static(b"old")), 1, |_, _, _| 0);
             c.landed(1);
             c.insert(b"k", Some(Bytes::from(vec![7; 500])));
             assert_ne!(

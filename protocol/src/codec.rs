@@ -51,6 +51,16 @@ impl Reader {
         self.buf.len() - self.pos
     }
 
+    /// How far it has read.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// What it read since `position` was `start` (zero-copy).
+    pub fn since(&self, start: usize) -> Bytes {
+        self.buf.slice(start..self.pos)
+    }
+
     fn take(&mut self, n: usize, field: &'static str) -> Result<&[u8], DecodeError> {
         if self.remaining() < n {
             return Err(DecodeError::Truncated(field));

@@ -22,8 +22,7 @@ use crate::metrics::local::Counter as IntCounter;
 use crate::storage::keys::CatalogKey;
 use bytes::Bytes;
 use hashbrown::HashTable;
-use rush_protocol::cmd::Record;
-use std::sync::Arc;
+use rush_protocol::cmd::RecordSet;
 
 /// What a cache entry is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,8 +82,8 @@ impl Key {
 #[derive(Debug, Clone)]
 pub enum Cached {
     /// An owner's records, by id; empty = no records. Shared: a query's
-    /// answer and the cache hold the same set (nothing is copied per hit).
-    Records(Arc<[Record]>),
+    /// answer and the cache hold the same buffer (nothing is copied per hit).
+    Records(RecordSet),
     /// The owner an alias points at; `None` = no such alias.
     Alias(Option<Bytes>),
 }
@@ -100,23 +99,16 @@ impl Cached {
 }
 
 /// Memory of an entry beyond its payload bytes: slab slot, index slot,
-/// `Vec` and `Bytes` headers. An estimate; the budget is approximate by
-/// that much and no more.
+/// `Bytes` headers. An estimate; the budget is approximate by that much and
+/// no more.
 const ENTRY_OVERHEAD: usize = 160;
-const RECORD_OVERHEAD: usize = 64;
-const ATTRIBUTE_OVERHEAD: usize = 64;
 
 /// Approximate bytes an entry holds.
 fn entry_bytes(key: &Key, value: &Cached) -> usize {
     ENTRY_OVERHEAD
         + key.len()
         + match value {
-            Cached::Records(recs) => recs
-                .iter()
-                .map(|r| {
-                    RECORD_OVERHEAD + r.encoded_len() + r.attributes.len() * ATTRIBUTE_OVERHEAD
-                })
-                .sum(),
+            Cached::Records(recs) => recs.wire().len(),
             Cached::Alias(owner) => owner.as_ref().map_or(0, |o| o.len()),
         }
 }
@@ -342,6 +334,7 @@ impl HotCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rush_protocol::cmd::Record;
 
     fn counter() -> IntCounter {
         IntCounter::detached(1)

@@ -180,7 +180,7 @@ pub struct Catalog {
     cache: HotCache,
     /// The empty record set every "no records" answer shares (one per
     /// shard, so its count is never touched by two threads).
-    no_records: std::sync::Arc<[rush_protocol::cmd::Record]>,
+    no_records: rush_protocol::cmd::RecordSet,
     shed: ShedMode,
     /// Requests queued behind the current group (auto shedding).
     queue_depth: usize,
@@ -272,7 +272,7 @@ impl Catalog {
             stale: 0,
             rebuild: None,
             cache,
-            no_records: std::sync::Arc::from(Vec::new()),
+            no_records: Default::default(),
             shed: cfg.shed.into(),
             queue_depth: 0,
             group: 0,

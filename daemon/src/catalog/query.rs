@@ -18,17 +18,9 @@ impl Catalog {
         let Cached::Records(records) = &*found else {
             return Err(RushError::internal("an owner's cache entry holds an alias"));
         };
-        // Every record matches (always, without a filter): answer with the
-        // cached set itself.
-        let records = if records.iter().all(|rec| rec.matches(&r.filter)) {
-            records.clone()
-        } else {
-            records
-                .iter()
-                .filter(|rec| rec.matches(&r.filter))
-                .cloned()
-                .collect()
-        };
+        // Without a filter, or when every record passes it, the answer is
+        // the cached set itself.
+        let records = records.filtered(&r.filter);
         Ok(Reply::CatalogQuery(CatalogQueryReply { records }))
     }
 }

@@ -9,11 +9,10 @@ use crate::shard::txn::Txn;
 use crate::storage::keys;
 use crate::storage::keys::kind;
 use crate::storage::value::{self, Stored, HEADER};
-use bytes::{BufMut, Bytes};
-use rush_protocol::cmd::{alias_slot, CatalogQueryReply, Record};
+use bytes::Bytes;
+use rush_protocol::cmd::{alias_slot, Record, RecordSet};
 use rush_protocol::limits::MAX_OWNER_BYTES;
-use rush_protocol::{key_slot, RushError, Wire, WriteExt};
-use std::sync::Arc;
+use rush_protocol::{key_slot, RushError};
 
 /// Format byte after the value header of a stored record set.
 const RECORDS_FORMAT: u8 = 1;
@@ -32,19 +31,17 @@ pub(super) fn alias_key(kind: &[u8], alias: &[u8]) -> Vec<u8> {
 /// byte, then `list<record>` exactly as on the wire (PROTOCOL.md), sorted by
 /// record id.
 pub(super) fn encode_records(records: &[Record]) -> Vec<u8> {
-    let mut body = bytes::BytesMut::new();
-    body.put_u8(RECORDS_FORMAT);
-    // The same bytes as `CatalogQueryReply::encode`, without building one.
-    body.put_count(records.len());
-    for r in records {
-        r.encode(&mut body);
-    }
+    let set = RecordSet::new(records);
+    let mut body = Vec::with_capacity(1 + set.wire().len());
+    body.push(RECORDS_FORMAT);
+    body.extend_from_slice(set.wire());
     value::encode(kind::CATALOG_RECORDS, 0, &body)
 }
 
-/// Decode a stored record set. The records are slices of one buffer, so a
-/// cached set is one allocation, not one per string.
-pub(super) fn decode_records(raw: Bytes) -> Result<Arc<[Record]>, RushError> {
+/// A stored record set, kept in its wire form: a slice of the value read,
+/// so a cached set is one buffer and a query answers it without decoding a
+/// record.
+pub(super) fn decode_records(raw: Bytes) -> Result<RecordSet, RushError> {
     let stored = Stored::decode(&raw).map_err(corrupt)?;
     if stored.kind != kind::CATALOG_RECORDS || stored.payload.first() != Some(&RECORDS_FORMAT) {
         return Err(corrupt(format!(
@@ -53,10 +50,7 @@ pub(super) fn decode_records(raw: Bytes) -> Result<Arc<[Record]>, RushError> {
             stored.payload.first()
         )));
     }
-    let body = raw.slice(HEADER + 1..);
-    CatalogQueryReply::decode_body(body)
-        .map(|r| r.records)
-        .map_err(corrupt)
+    RecordSet::from_own(raw.slice(HEADER + 1..)).map_err(corrupt)
 }
 
 /// Payload bytes of a stored set (what `MAX_OWNER_BYTES` bounds).
@@ -111,8 +105,8 @@ impl Catalog {
                     payload_len(&value)
                 )));
             }
-            // Cache a compact copy (one buffer) rather than records that
-            // point into request frames and older sets.
+            // Cache the stored value's own bytes (one buffer) rather than
+            // records that point into request frames and older sets.
             let value = Bytes::from(value);
             let compact = decode_records(value.clone())?;
             txn.put(key, value);
@@ -146,7 +140,10 @@ mod tests {
             0, // valid_to absent
         ];
         assert_eq!(raw, expected);
-        assert_eq!(*decode_records(raw.clone().into()).unwrap(), *records);
+        assert_eq!(
+            decode_records(raw.clone().into()).unwrap().to_vec(),
+            records
+        );
         let mut wrong_format = raw.clone();
         wrong_format[HEADER] = 2;
         assert!(decode_records(wrong_format.into()).is_err());

@@ -11,7 +11,7 @@
 use super::{once, ArgError, Args, Parsed, Value, Writer};
 use rush_protocol::cmd::{
     CatalogAliasDel, CatalogAliasSet, CatalogDelete, CatalogFilter, CatalogPut, CatalogQuery,
-    CatalogResolve, CatalogShed, Record, ShedMode,
+    CatalogResolve, CatalogShed, Record, RecordRef, ShedMode,
 };
 use rush_protocol::limits::MAX_ATTRIBUTES;
 use rush_protocol::{Reply, RushError};
@@ -161,17 +161,17 @@ pub(super) fn render(w: &mut Writer, shape: &Shape, result: Result<Reply, RushEr
     }
 }
 
-fn record(w: &mut Writer, r: &Record) {
+fn record(w: &mut Writer, r: RecordRef) {
     let fields = [
-        ("id", Value::Bulk(&r.id)),
+        ("id", Value::Bulk(r.id)),
         ("valid_from_ms", Value::OptU64(r.valid_from)),
         ("valid_until_ms", Value::OptU64(r.valid_to)),
     ];
     w.map(fields.len() + 1);
     w.fields(&fields);
     w.field("attributes");
-    w.map(r.attributes.len());
-    for (name, value) in &r.attributes {
+    w.map(r.attribute_count());
+    for (name, value) in r.attributes() {
         w.bulk(name);
         w.bulk(value);
     }

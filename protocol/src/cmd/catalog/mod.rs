@@ -14,6 +14,7 @@ mod put;
 mod query;
 mod rebuild;
 mod resolve;
+mod set;
 mod shed;
 mod warm;
 
@@ -24,6 +25,7 @@ pub use put::CatalogPut;
 pub use query::{CatalogFilter, CatalogQuery, CatalogQueryReply};
 pub use rebuild::CatalogRebuild;
 pub use resolve::CatalogResolve;
+pub use set::{RecordRef, RecordSet};
 pub use shed::{CatalogShed, ShedMode};
 pub use warm::{CatalogWarm, CatalogWarmReply};
 

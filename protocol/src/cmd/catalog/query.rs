@@ -1,9 +1,8 @@
-use super::{read_owner, read_text, Record};
+use super::{read_owner, read_text, RecordSet};
 use crate::codec::{DecodeError, Reader, Wire, WriteExt};
-use crate::limits::{MAX_ATTRIBUTE, MAX_ATTRIBUTES, MAX_RECORDS_PER_OWNER};
+use crate::limits::{MAX_ATTRIBUTE, MAX_ATTRIBUTES};
 use crate::{key_slot, RushError, Target};
 use bytes::{BufMut, Bytes, BytesMut};
-use std::sync::Arc;
 
 /// Which of an owner's records a query wants: every attribute equality
 /// holds, and (when set) the record is valid at `valid_at` (unix ms).
@@ -34,10 +33,10 @@ pub struct CatalogQuery {
 }
 
 /// The records are shared, not owned: a node answers from its cache by
-/// handing out the set it holds, without copying a record.
+/// handing out the set it holds, in its wire form.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CatalogQueryReply {
-    pub records: Arc<[Record]>,
+    pub records: RecordSet,
 }
 
 impl CatalogQuery {
@@ -83,16 +82,11 @@ impl Wire for CatalogQuery {
 
 impl Wire for CatalogQueryReply {
     fn encode(&self, out: &mut BytesMut) {
-        out.put_count(self.records.len());
-        for rec in self.records.iter() {
-            rec.encode(out);
-        }
+        self.records.encode(out);
     }
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(CatalogQueryReply {
-            records: r
-                .list("records", MAX_RECORDS_PER_OWNER, 11, Record::decode)?
-                .into(),
+            records: RecordSet::decode(r)?,
         })
     }
 }

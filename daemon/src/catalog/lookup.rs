@@ -8,7 +8,7 @@ use super::metrics::{Op, Path};
 use super::stored::alias_key;
 use super::{hash_item, Catalog};
 use crate::shard::txn::Txn;
-use rush_protocol::cmd::Record;
+use rush_protocol::cmd::{Record, RecordSet};
 use rush_protocol::RushError;
 use std::borrow::Cow;
 
@@ -37,7 +37,7 @@ impl Catalog {
     /// The answer for an item the filter rules out.
     fn absent(&self, item: Item) -> Cached {
         match item {
-            Item::Owner(_) => Cached::Records(self.no_records.clone()),
+            Item::Owner(_) => Cached::Records(RecordSet::default()),
             Item::Alias { .. } => Cached::Alias(None),
         }
     }

@@ -178,9 +178,6 @@ pub struct Catalog {
     stale: u64,
     rebuild: Option<Rebuild>,
     cache: HotCache,
-    /// The empty record set every "no records" answer shares (one per
-    /// shard, so its count is never touched by two threads).
-    no_records: rush_protocol::cmd::RecordSet,
     shed: ShedMode,
     /// Requests queued behind the current group (auto shedding).
     queue_depth: usize,
@@ -272,7 +269,6 @@ impl Catalog {
             stale: 0,
             rebuild: None,
             cache,
-            no_records: Default::default(),
             shed: cfg.shed.into(),
             queue_depth: 0,
             group: 0,

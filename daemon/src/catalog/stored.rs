@@ -64,7 +64,7 @@ impl Catalog {
     pub(super) fn load(&self, item: Item, txn: &Txn) -> Result<Cached, RushError> {
         match item {
             Item::Owner(owner) => match txn.get(&owner_key(owner)).map_err(storage_error)? {
-                None => Ok(Cached::Records(self.no_records.clone())),
+                None => Ok(Cached::Records(RecordSet::default())),
                 Some(raw) => decode_records(raw).map(Cached::Records),
             },
             Item::Alias { kind: k, alias } => {
@@ -96,7 +96,7 @@ impl Catalog {
         let records = if records.is_empty() {
             txn.delete(key);
             self.stale += 1;
-            self.no_records.clone()
+            RecordSet::default()
         } else {
             let value = encode_records(&records);
             if payload_len(&value) > MAX_OWNER_BYTES {

@@ -102,7 +102,8 @@ impl RecordSet {
 }
 
 impl Default for RecordSet {
-    /// No records.
+    /// No records: a static buffer, so every empty answer shares it without
+    /// touching a reference count.
     fn default() -> Self {
         RecordSet {
             wire: Bytes::from_static(&[0; 4]),

@@ -45,7 +45,15 @@ pub struct Pending {
     written_back: u64,
     /// The run on its way to RocksDB.
     frozen: Option<Arc<Run>>,
+    /// A commit's writes with their row-cache hashes, so that rows can be
+    /// prefetched ahead of their writes (kept between commits).
+    absorbing: Vec<(Vec<u8>, Option<Bytes>, u64)>,
 }
+
+/// How many writes ahead of the one being placed [`Pending::absorb`] has
+/// its row fetched (and twice as far ahead, the control bytes that lead
+/// to it): enough work between the two to cover a trip to memory.
+const PREFETCH_AHEAD: usize = 4;
 
 impl Pending {
     /// `through`: the last log record RocksDB already holds.
@@ -56,6 +64,7 @@ impl Pending {
             through,
             written_back: through,
             frozen: None,
+            absorbing: Vec::new(),
         }
     }
 
@@ -143,15 +152,32 @@ impl Pending {
         seq: u64,
         rows: &mut RowCache,
     ) {
-        for (key, value) in writes {
-            self.add(key, value, rows);
+        let mut batch = std::mem::take(&mut self.absorbing);
+        batch.extend(writes.map(|(k, v)| {
+            let hash = rows.hash(&k);
+            (k, v, hash)
+        }));
+        // Each row a few writes ahead is on its way from memory while this
+        // one is placed (a pass's keys are random keys of a table far larger
+        // than the caches: bench/results/NOTES.md).
+        for i in 0..batch.len() {
+            if let Some(&(_, _, hash)) = batch.get(i + 2 * PREFETCH_AHEAD) {
+                rows.prefetch_group(hash);
+            }
+            if let Some(&(_, _, hash)) = batch.get(i + PREFETCH_AHEAD) {
+                rows.prefetch_row(hash);
+            }
+            let (key, value, hash) = &mut batch[i];
+            self.add(*hash, key, value.take(), rows);
         }
+        batch.clear();
+        self.absorbing = batch;
         self.through = seq;
     }
 
-    fn add(&mut self, key: Vec<u8>, value: Option<Bytes>, rows: &mut RowCache) {
+    fn add(&mut self, hash: u64, key: &[u8], value: Option<Bytes>, rows: &mut RowCache) {
         let run = &mut self.open;
-        rows.write(&key, value, run.id, |key, value, held| match held {
+        rows.write_hashed(hash, key, value, run.id, |key, value, held| match held {
             Some(at) => run.replace(at, key, value),
             None => run.append(key, value),
         });

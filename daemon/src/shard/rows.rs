@@ -30,9 +30,10 @@
 //! bench/results/NOTES.md).
 
 use bytes::Bytes;
-use hashbrown::hash_map::EntryRef;
-use hashbrown::HashMap;
+use hashbrown::hash_table::Entry;
+use hashbrown::{DefaultHashBuilder, HashTable};
 use smallvec::SmallVec;
+use std::hash::BuildHasher;
 
 /// Per-entry bookkeeping the byte budget counts on top of key and value:
 /// a table slot is an inline key (40 bytes) and a row (48), plus a control
@@ -79,7 +80,11 @@ pub struct RowCache {
     /// Generations turn over at least every this many bytes of inserts, so
     /// that a table holding many dirty rows is not swept too often.
     min_generation: usize,
-    rows: HashMap<Key, Row>,
+    rows: HashTable<(Key, Row)>,
+    hasher: DefaultHashBuilder,
+    /// Where the table's control bytes start and how many buckets it has,
+    /// for [`RowCache::prefetch_group`] (found again when the table grows).
+    ctrl: (usize, usize),
     /// The young generation's number (the old one is the one before).
     young: u32,
     young_bytes: usize,
@@ -101,8 +106,61 @@ impl RowCache {
         RowCache {
             cap: cap_bytes,
             min_generation: pending_bytes,
-            rows: HashMap::with_capacity(cap_bytes / 2 / RESERVE_ENTRY_BYTES),
+            rows: HashTable::with_capacity(cap_bytes / 2 / RESERVE_ENTRY_BYTES),
             ..RowCache::default()
+        }
+    }
+
+    /// The hash the table files `key` under.
+    #[inline]
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Start loading the control bytes a probe for `hash` reads first.
+    ///
+    /// A group commit writes hundreds of random keys of a table far larger
+    /// than the CPU's caches: each probe was two cache misses in a row
+    /// (control bytes, then the row), a tenth of a kv-set profile
+    /// (bench/results/NOTES.md). Callers prefetch a few keys ahead — the
+    /// control bytes of one, [`RowCache::prefetch_row`] of a nearer one —
+    /// so the misses overlap. The address is worked out from the table's
+    /// layout (rows below the control bytes, the probe starting at
+    /// `hash & (buckets - 1)`); a prefetch never faults, so were the layout
+    /// ever different, this would only cost the instruction.
+    #[inline]
+    pub fn prefetch_group(&mut self, hash: u64) {
+        let buckets = self.rows.num_buckets();
+        if self.rows.is_empty() {
+            return;
+        }
+        if self.ctrl.1 != buckets {
+            let Some(i) = self.rows.iter_buckets().next() else {
+                return;
+            };
+            let row = self.rows.get_bucket(i).expect("an occupied bucket") as *const (Key, Row);
+            self.ctrl = (
+                (row as usize).wrapping_add((i + 1) * std::mem::size_of::<(Key, Row)>()),
+                buckets,
+            );
+        }
+        prefetch(self.ctrl.0.wrapping_add(hash as usize & (buckets - 1)) as *const u8);
+    }
+
+    /// Start loading the row a probe for `hash` most likely ends at (the
+    /// first whose control byte matches), reading the control bytes: call
+    /// it a few keys after [`RowCache::prefetch_group`] of the same hash.
+    #[inline]
+    pub fn prefetch_row(&self, hash: u64) {
+        if let Some(row) = self
+            .rows
+            .iter_hash_buckets(hash)
+            .next()
+            .and_then(|i| self.rows.get_bucket(i))
+        {
+            let at = row as *const (Key, Row) as *const u8;
+            prefetch(at);
+            prefetch(at.wrapping_add(64));
         }
     }
 
@@ -112,7 +170,8 @@ impl RowCache {
         if self.rows.is_empty() {
             return None;
         }
-        let Some(row) = self.rows.get_mut(key) else {
+        let hash = self.hash(key);
+        let Some((_, row)) = self.rows.find_mut(hash, |(k, _)| k.as_slice() == key) else {
             self.misses += 1;
             return None;
         };
@@ -141,9 +200,10 @@ impl RowCache {
             return;
         }
         let young = self.young;
-        match self.rows.entry_ref(key) {
-            EntryRef::Occupied(mut e) => {
-                let row = e.get_mut();
+        let hash = self.hash(key);
+        match entry(&mut self.rows, &self.hasher, hash, key) {
+            Entry::Occupied(mut e) => {
+                let row = &mut e.get_mut().1;
                 debug_assert!(
                     row.run <= self.landed,
                     "a read never replaces a pending write"
@@ -153,14 +213,14 @@ impl RowCache {
                 row.generation = young;
                 self.forget(was.0, was.1);
             }
-            EntryRef::Vacant(e) => {
+            Entry::Vacant(e) => {
                 let row = Row {
                     value,
                     generation: young,
                     run: CLEAN,
                     index: 0,
                 };
-                e.insert_with_key(Key::from_slice(key), row);
+                e.insert((Key::from_slice(key), row));
             }
         }
         self.young_bytes += n;
@@ -177,14 +237,26 @@ impl RowCache {
         run: u32,
         place: impl FnOnce(&[u8], Option<&[u8]>, Option<u32>) -> u32,
     ) {
+        self.write_hashed(self.hash(key), key, value, run, place);
+    }
+
+    /// [`RowCache::write`] of a key whose [`RowCache::hash`] is known.
+    pub fn write_hashed(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        value: Option<Bytes>,
+        run: u32,
+        place: impl FnOnce(&[u8], Option<&[u8]>, Option<u32>) -> u32,
+    ) {
         debug_assert!(run > self.landed);
         let n = size(key, &value);
         let young = self.young;
-        match self.rows.entry_ref(key) {
-            EntryRef::Occupied(mut e) => {
-                let held = (e.get().run == run).then_some(e.get().index);
+        match entry(&mut self.rows, &self.hasher, hash, key) {
+            Entry::Occupied(mut e) => {
+                let row = &mut e.get_mut().1;
+                let held = (row.run == run).then_some(row.index);
                 let index = place(key, value.as_deref(), held);
-                let row = e.get_mut();
                 row.index = index;
                 row.run = run;
                 let was = (size(key, &row.value), row.generation == young);
@@ -192,7 +264,7 @@ impl RowCache {
                 row.generation = young;
                 self.forget(was.0, was.1);
             }
-            EntryRef::Vacant(e) => {
+            Entry::Vacant(e) => {
                 let index = place(key, value.as_deref(), None);
                 let row = Row {
                     value,
@@ -200,7 +272,7 @@ impl RowCache {
                     run,
                     index,
                 };
-                e.insert_with_key(Key::from_slice(key), row);
+                e.insert((Key::from_slice(key), row));
             }
         }
         self.young_bytes += n;
@@ -218,15 +290,15 @@ impl RowCache {
         run: u32,
         place: impl FnOnce() -> u32,
     ) {
-        match self.rows.entry_ref(key) {
-            EntryRef::Occupied(mut e) => {
-                let row = e.get_mut();
+        match entry(&mut self.rows, &self.hasher, self.hasher.hash_one(key), key) {
+            Entry::Occupied(mut e) => {
+                let row = &mut e.get_mut().1;
                 if row.run != run {
                     row.run = run;
                     row.index = place();
                 }
             }
-            EntryRef::Vacant(e) => {
+            Entry::Vacant(e) => {
                 // (Never: a dirty row stays until its run lands.)
                 let value = value.map(Bytes::copy_from_slice);
                 let row = Row {
@@ -236,7 +308,7 @@ impl RowCache {
                     value,
                 };
                 self.young_bytes += size(key, &row.value);
-                e.insert_with_key(Key::from_slice(key), row);
+                e.insert((Key::from_slice(key), row));
             }
         }
     }
@@ -250,9 +322,14 @@ impl RowCache {
     /// Forget `key` (unless a write of it is pending).
     pub fn remove(&mut self, key: &[u8]) {
         let landed = self.landed;
-        if let Some(row) = self.rows.get(key).filter(|r| r.run <= landed) {
+        let hash = self.hash(key);
+        let Ok(e) = self.rows.find_entry(hash, |(k, _)| k.as_slice() == key) else {
+            return;
+        };
+        let row = &e.get().1;
+        if row.run <= landed {
             let (was, was_young) = (size(key, &row.value), row.generation == self.young);
-            self.rows.remove(key);
+            e.remove();
             self.forget(was, was_young);
         }
     }
@@ -278,7 +355,7 @@ impl RowCache {
         let mut kept_dirty = 0;
         // The table keeps its capacity: the next generation neither
         // regrows it (rehashing) nor faults in fresh pages.
-        self.rows.retain(|key, row| {
+        self.rows.retain(|(key, row)| {
             if row.generation == young {
                 return true;
             }
@@ -296,7 +373,7 @@ impl RowCache {
     /// Forget every clean row (pending writes stay).
     pub fn clear(&mut self) {
         let landed = self.landed;
-        if self.rows.values().all(|r| r.run <= landed) {
+        if self.rows.iter().all(|(_, r)| r.run <= landed) {
             self.rows.clear();
             self.young_bytes = 0;
             self.old_bytes = 0;
@@ -304,7 +381,7 @@ impl RowCache {
         }
         let young = self.young;
         let (mut young_bytes, mut old_bytes) = (0, 0);
-        self.rows.retain(|key, row| {
+        self.rows.retain(|(key, row)| {
             if row.run <= landed {
                 return false;
             }
@@ -323,6 +400,34 @@ impl RowCache {
     pub fn bytes(&self) -> usize {
         self.young_bytes + self.old_bytes
     }
+}
+
+/// The table's entry for `key`.
+#[inline]
+fn entry<'t>(
+    rows: &'t mut HashTable<(Key, Row)>,
+    hasher: &DefaultHashBuilder,
+    hash: u64,
+    key: &[u8],
+) -> Entry<'t, (Key, Row)> {
+    rows.entry(
+        hash,
+        |(k, _)| k.as_slice() == key,
+        |(k, _)| hasher.hash_one(k.as_slice()),
+    )
+}
+
+/// Start loading the cache line at `at` (a hint: never faults).
+#[inline(always)]
+fn prefetch(at: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing the program sees and never faults,
+    // whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
 }
 
 #[cfg(test)]

@@ -3,12 +3,15 @@
 
 use super::{parse_int, Entry, Kv};
 use crate::shard::txn::Txn;
+use crate::storage::keys;
 use rush_protocol::cmd::IncrBy;
 use rush_protocol::{Reply, RushError};
 
 impl Kv {
     pub(super) fn incr_by(&self, r: &IncrBy, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
-        let (current, expires_at) = match self.load(&r.key, now, txn)? {
+        // The storage key is built once, for the read and the write.
+        let skey = keys::kv(rush_protocol::key_slot(&r.key), &r.key);
+        let (current, expires_at) = match self.load_at(&skey, now, txn)? {
             Entry::Missing => (0, 0),
             Entry::String { expires_at, value } => (parse_int(&value)?, expires_at),
             Entry::Hash { .. } => {
@@ -18,7 +21,8 @@ impl Kv {
         let next = current
             .checked_add(r.delta)
             .ok_or_else(|| RushError::bad_request("increment would overflow"))?;
-        self.store_string(&r.key, expires_at, next.to_string().as_bytes(), txn);
+        let mut digits = itoa::Buffer::new();
+        self.store_string_at(skey, expires_at, digits.format(next).as_bytes(), txn);
         Ok(Reply::IncrBy(next))
     }
 }

@@ -105,8 +105,12 @@ impl Kv {
     }
 
     pub(crate) fn load(&self, key: &[u8], now: u64, txn: &Txn) -> Result<Entry, RushError> {
-        let skey = keys::kv(rush_protocol::key_slot(key), key);
-        let Some(raw) = txn.get(&skey).map_err(storage_error)? else {
+        self.load_at(&keys::kv(rush_protocol::key_slot(key), key), now, txn)
+    }
+
+    /// [`Kv::load`] of the key whose storage key is `skey`.
+    pub(crate) fn load_at(&self, skey: &[u8], now: u64, txn: &Txn) -> Result<Entry, RushError> {
+        let Some(raw) = txn.get(skey).map_err(storage_error)? else {
             return Ok(Entry::Missing);
         };
         let stored = Stored::decode(&raw).map_err(|e| RushError::internal(e.to_string()))?;
@@ -153,7 +157,16 @@ impl Kv {
     }
 
     pub(crate) fn store_string(&self, key: &[u8], expires_at: u64, v: &[u8], txn: &mut Txn) {
-        let skey = keys::kv(rush_protocol::key_slot(key), key);
+        self.store_string_at(
+            keys::kv(rush_protocol::key_slot(key), key),
+            expires_at,
+            v,
+            txn,
+        );
+    }
+
+    /// [`Kv::store_string`] at storage key `skey`.
+    pub(crate) fn store_string_at(&self, skey: Vec<u8>, expires_at: u64, v: &[u8], txn: &mut Txn) {
         txn.put(skey, value::encode(kind::STRING, expires_at, v));
         self.mark_durable(txn);
     }

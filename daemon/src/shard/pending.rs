@@ -52,7 +52,8 @@ pub struct Pending {
 
 /// How many writes ahead of the one being placed [`Pending::absorb`] has
 /// its row fetched (and twice as far ahead, the control bytes that lead
-/// to it): enough work between the two to cover a trip to memory.
+/// to it; one ahead, the run's earlier write of its key): enough work
+/// between the steps to cover a trip to memory.
 const PREFETCH_AHEAD: usize = 4;
 
 impl Pending {
@@ -166,6 +167,13 @@ impl Pending {
             }
             if let Some(&(_, _, hash)) = batch.get(i + PREFETCH_AHEAD) {
                 rows.prefetch_row(hash);
+            }
+            // The next write's row is in: if this run holds its key, the
+            // write it replaces comes in too.
+            if let Some((key, _, hash)) = batch.get(i + 1) {
+                if let Some(at) = rows.held_by(*hash, key, self.open.id) {
+                    self.open.prefetch(at);
+                }
             }
             let (key, value, hash) = &mut batch[i];
             self.add(*hash, key, value.take(), rows);

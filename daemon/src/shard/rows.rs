@@ -187,6 +187,15 @@ impl RowCache {
         Some(value)
     }
 
+    /// Where run `run` holds `key`'s write, if it does (the row is read:
+    /// call it once [`RowCache::prefetch_row`] has brought it in).
+    #[inline]
+    pub fn held_by(&self, hash: u64, key: &[u8], run: u32) -> Option<u32> {
+        self.rows
+            .find(hash, |(k, _)| k.as_slice() == key)
+            .and_then(|(_, row)| (row.run == run).then_some(row.index))
+    }
+
     /// Remember a key's value as RocksDB holds it (`None`: absent).
     pub fn insert(&mut self, key: &[u8], value: Option<Bytes>) {
         let n = size(key, &value);
@@ -419,7 +428,7 @@ fn entry<'t>(
 
 /// Start loading the cache line at `at` (a hint: never faults).
 #[inline(always)]
-fn prefetch(at: *const u8) {
+pub(crate) fn prefetch(at: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch reads nothing the program sees and never faults,
     // whatever the address.

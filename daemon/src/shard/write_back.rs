@@ -129,6 +129,12 @@ impl Run {
         self.append(key, value)
     }
 
+    /// Start loading the write at offset `at` from memory.
+    #[inline]
+    pub fn prefetch(&self, at: u32) {
+        super::rows::prefetch(self.data.as_ptr().wrapping_add(at as usize));
+    }
+
     /// The write at offset `at`.
     pub fn at(&self, at: usize) -> RunWrite<'_> {
         let d = &self.data[at..];

@@ -185,7 +185,7 @@ impl Pending {
 
     fn add(&mut self, hash: u64, key: &[u8], value: Option<Bytes>, rows: &mut RowCache) {
         let run = &mut self.open;
-        rows.write_hashed(hash, key, value, run.id, |key, value, held| match held {
+        rows.write(hash, key, value, run.id, |key, value, held| match held {
             Some(at) => run.replace(at, key, value),
             None => run.append(key, value),
         });
@@ -288,6 +288,50 @@ mod tests {
 
     fn value(s: &str) -> Option<Bytes> {
         Some(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    /// A commit longer than the prefetch distance (rows are fetched ahead
+    /// of their writes) that rewrites keys the open run holds — in place,
+    /// longer, or deleted: each key is one row and one live write of the
+    /// run, holding its newest value.
+    #[test]
+    fn a_long_commit_keeps_one_row_and_one_write_per_key() {
+        let mut rows = RowCache::new(1 << 20, 1 << 20);
+        let mut pending = Pending::new(1 << 20, 0);
+        let name = |i: usize| key(&format!("k{i:03}"));
+        pending.absorb(
+            (0..100).map(|i| (name(i), value(&format!("v{i}")))),
+            1,
+            &mut rows,
+        );
+        // Every other key again: the same length (overwritten in place), a
+        // longer value (appended, the old write dead), or deleted.
+        let newest = |i: usize| match (i % 2, i % 3) {
+            (1, _) => value(&format!("v{i}")),
+            (_, 0) => value(&format!("w{i}")),
+            (_, 1) => value(&format!("longer{i}")),
+            _ => None,
+        };
+        pending.absorb(
+            (0..100).step_by(2).map(|i| (name(i), newest(i))),
+            2,
+            &mut rows,
+        );
+        assert_eq!(pending.len(), 100, "one live write per key");
+        for i in 0..100 {
+            assert_eq!(rows.get(&name(i)), Some(newest(i)), "row of k{i:03}");
+        }
+        let (from, to) = (key(""), key("~"));
+        let held: Vec<_> = pending.in_range(&from, &to).collect();
+        assert_eq!(held.len(), 100);
+        for (k, v) in held {
+            let i: usize = std::str::from_utf8(&k[3..]).unwrap().parse().unwrap();
+            assert_eq!(
+                v.map(Bytes::copy_from_slice),
+                newest(i),
+                "run's write of k{i:03}"
+            );
+        }
     }
 
     /// A run that fails to land goes back to pending under the newer writes

@@ -239,18 +239,8 @@ impl RowCache {
     /// Hold `value` as `key`'s newest committed value, pending until run
     /// `run` has landed. `place` puts the write in the run and says where:
     /// it is given where the run already holds the key, if it does.
+    /// `hash` is the key's [`RowCache::hash`] (computed once per commit).
     pub fn write(
-        &mut self,
-        key: &[u8],
-        value: Option<Bytes>,
-        run: u32,
-        place: impl FnOnce(&[u8], Option<&[u8]>, Option<u32>) -> u32,
-    ) {
-        self.write_hashed(self.hash(key), key, value, run, place);
-    }
-
-    /// [`RowCache::write`] of a key whose [`RowCache::hash`] is known.
-    pub fn write_hashed(
         &mut self,
         hash: u64,
         key: &[u8],
@@ -299,7 +289,8 @@ impl RowCache {
         run: u32,
         place: impl FnOnce() -> u32,
     ) {
-        match entry(&mut self.rows, &self.hasher, self.hasher.hash_one(key), key) {
+        let hash = self.hash(key);
+        match entry(&mut self.rows, &self.hasher, hash, key) {
             Entry::Occupied(mut e) => {
                 let row = &mut e.get_mut().1;
                 if row.run != run {
@@ -514,7 +505,7 @@ mod tests {
             let v = |s: &'static [u8]| Some(Bytes::from_static(s));
             let mut held = Vec::new();
             for (key, value, at) in [(&b"p"[..], v(b"1"), 0), (b"p", v(b"2"), 7), (b"q", None, 1)] {
-                c.write(key, value, 1, |_, _, h| {
+                c.write(c.hash(key), key, value, 1, |_, _, h| {
                     held.push(h);
                     at
                 });
@@ -533,7 +524,7 @@ mod tests {
             assert_eq!(c.get(b"q"), Some(None), "cap {cap}");
             // The next run writes it again: a new write of that run.
             let mut again = Some(Some(0));
-            c.write(b"p", v(b"3"), 2, |_, _, h| {
+            c.write(c.hash(b"p"), b"p", v(b"3"), 2, |_, _, h| {
                 again = Some(h);
                 0
             });
@@ -544,7 +535,8 @@ mod tests {
             assert_eq!(c.get(b"q"), None, "run 1 has: q is clean, and cleared");
             c.landed(2);
             for i in 0..500u32 {
-                c.write(&i.to_be_bytes(), None, 3 + i, |_, _, _| 0);
+                let k = i.to_be_bytes();
+                c.write(c.hash(&k), &k, None, 3 + i, |_, _, _| 0);
                 c.landed(3 + i);
             }
             assert_eq!(c.get(b"p"), None, "a landed write ages out like any row");
@@ -559,7 +551,13 @@ mod tests {
         // out; a value written to RocksDB directly after it must replace it.
         for cap in [0, 1600] {
             let mut c = RowCache::new(cap, 1 << 20);
-            c.write(b"k", Some(Bytes::from_static(b"old")), 1, |_, _, _| 0);
+            c.write(
+                c.hash(b"k"),
+                b"k",
+                Some(Bytes::from_static(b"old")),
+                1,
+                |_, _, _| 0,
+            );
             c.landed(1);
             c.insert(b"k", Some(Bytes::from(vec![7; 500])));
             assert_ne!(

@@ -197,8 +197,9 @@ impl Pending {
         if self.frozen.is_some() || (self.open.keys == 0 && self.written_back == self.through) {
             return false;
         }
-        // The next run is about as long as this one: no regrowing from empty.
-        let next = Run::new(self.open.id + 1, self.open.bytes());
+        // A run freed earlier, or a new one about as long as this one: no
+        // regrowing from empty.
+        let next = writer.spare(self.open.id + 1, self.open.bytes());
         let mut run = std::mem::replace(&mut self.open, next);
         run.through = self.through;
         run.waited_for = waited_for;

@@ -79,6 +79,19 @@ impl Run {
         }
     }
 
+    /// Empty the run for reuse, keeping its buffers: the
+    /// pages a run fills stay mapped, so the next run writes into memory
+    /// that is already there instead of faulting in freshly zeroed pages
+    /// (bench/results/NOTES.md: that was a fifth of limits' CPU).
+    fn reset(&mut self) {
+        self.data.clear();
+        self.heads.fill(NO_WRITE);
+        self.counts.fill(0);
+        self.keys = 0;
+        self.through = 0;
+        self.waited_for = false;
+    }
+
     /// Bytes the writes take.
     pub fn bytes(&self) -> usize {
         self.data.len()
@@ -204,6 +217,8 @@ enum Job {
 pub struct Writer {
     jobs: Option<Sender<Job>>,
     landed: Receiver<Landed>,
+    /// Freed runs, emptied on the writer's thread, for the shard to reuse.
+    spare: Receiver<Run>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -226,6 +241,8 @@ impl Writer {
     ) -> std::io::Result<Writer> {
         let (jobs, rx) = crossbeam_channel::unbounded::<Job>();
         let (tx, landed) = crossbeam_channel::unbounded();
+        // One spare is all a shard reuses (it freezes one run at a time).
+        let (spares, spare) = crossbeam_channel::bounded(1);
         let thread = std::thread::Builder::new()
             .name(format!("rush-write-back-{shard}"))
             .spawn(move || {
@@ -236,7 +253,13 @@ impl Writer {
                     let run = match job {
                         Job::Write(run) => run,
                         Job::Free(run) => {
-                            drop(run);
+                            // Emptied here, off the shard's thread; a spare
+                            // the shard has not taken yet means this one is
+                            // dropped.
+                            if let Ok(mut run) = Arc::try_unwrap(run) {
+                                run.reset();
+                                let _ = spares.try_send(run);
+                            }
                             continue;
                         }
                     };
@@ -260,6 +283,7 @@ impl Writer {
         Ok(Writer {
             jobs: Some(jobs),
             landed,
+            spare,
             thread: Some(thread),
         })
     }
@@ -269,9 +293,22 @@ impl Writer {
         self.send(Job::Write(run));
     }
 
-    /// Free `run` on this thread.
+    /// Free `run` on this thread (it comes back through [`Writer::spare`]).
     pub fn free(&self, run: Arc<Run>) {
         self.send(Job::Free(run));
+    }
+
+    /// An empty run to collect writes in as run `id`: a freed one when
+    /// there is one, else a new one with room for `capacity` bytes.
+    pub fn spare(&self, id: u32, capacity: usize) -> Run {
+        match self.spare.try_recv() {
+            Ok(mut run) => {
+                run.id = id;
+                run.data.reserve(capacity);
+                run
+            }
+            Err(_) => Run::new(id, capacity),
+        }
     }
 
     fn send(&self, job: Job) {
@@ -384,5 +421,43 @@ mod tests {
         assert_eq!(slot3, vec![key(3, "b"), key(3, "a")], "newest first");
         assert!(run.touches(0, 3) && run.touches(9, 9) && !run.touches(4, 8));
         assert_eq!(run.at(c2 as usize).value, Some(&b"longer"[..]));
+    }
+
+    /// A freed run comes back empty through `spare`, its buffer kept, so the
+    /// next run fills pages that are already mapped.
+    #[test]
+    fn a_freed_run_is_reused_empty() {
+        let poll = mio::Poll::new().unwrap();
+        let (wake, _mailbox) = super::super::mailbox::mailbox(0, &poll, mio::Token(0), 16).unwrap();
+        let writer = Writer::start_with(0, wake, |_| Ok(())).unwrap();
+        let mut run = Run::new(1, 0);
+        for i in 0..1000 {
+            run.append(&key(i % 7, &format!("k{i}")), Some(b"value"));
+        }
+        run.through = 5;
+        run.waited_for = true;
+        let capacity = run.data.capacity();
+        let run = Arc::new(run);
+        writer.write(run.clone());
+        assert!(writer.wait_landed().result.is_ok());
+        writer.free(run);
+        // Jobs run in order: once this one has landed, the free is done.
+        writer.write(Arc::new(Run::new(2, 0)));
+        assert!(writer.wait_landed().result.is_ok());
+
+        let spare = writer.spare(3, 0);
+        assert_eq!(spare.id, 3);
+        assert!(spare.data.capacity() >= capacity, "the buffer is kept");
+        assert_eq!((spare.bytes(), spare.keys, spare.through), (0, 0, 0));
+        assert!(!spare.waited_for);
+        assert!(spare.writes().next().is_none());
+        assert!(spare.slot(3).next().is_none());
+        assert!(!spare.touches(0, usize::from(rush_protocol::SLOTS) - 1));
+        let fresh = writer.spare(4, 100);
+        assert_eq!(fresh.id, 4);
+        assert!(
+            fresh.data.capacity() >= 100 && fresh.data.capacity() < capacity,
+            "no spare left: a new run"
+        );
     }
 }

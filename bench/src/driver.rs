@@ -66,7 +66,8 @@ pub struct RunOptions {
     pub label: Option<String>,
     pub durability: Option<String>,
     /// HTTP addresses (`host:port`) of the Rush nodes' `/metrics`: read
-    /// before and after the run for the workload's `RUSH_METRICS`.
+    /// before and after the run for the workload's `RUSH_METRICS` and
+    /// [`scrape::STALL_METRICS`].
     pub metrics: Vec<String>,
     /// The server's process id (on this machine): its CPU time over the
     /// measured run is reported, so the report can show CPU per operation.
@@ -137,9 +138,14 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
     let conns = connect(&opts, opts.connections.min(PRELOAD_CONNECTIONS)).await?;
     let (preloaded, preload_secs, settle_secs) = prepare(&*workload, &opts, &conns).await?;
     let conns = share_sockets(&opts, conns).await?;
-    let watch = opts.target.side == Side::Rush && !W::RUSH_METRICS.is_empty();
-    let watch_from = if watch && !opts.metrics.is_empty() {
-        Some(scrape_all(&opts.metrics, W::RUSH_METRICS).await?)
+    // The workload's series, and where a stall was (every Rush run).
+    let names: Vec<&str> = W::RUSH_METRICS
+        .iter()
+        .chain(scrape::STALL_METRICS)
+        .copied()
+        .collect();
+    let watch_from = if opts.target.side == Side::Rush && !opts.metrics.is_empty() {
+        Some(scrape_all(&opts.metrics, &names).await?)
     } else {
         None
     };
@@ -148,7 +154,7 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
 
     let server_metrics = match &watch_from {
         Some(before) => {
-            let after = scrape_all(&opts.metrics, W::RUSH_METRICS).await?;
+            let after = scrape_all(&opts.metrics, &names).await?;
             scrape::change(before, &after)
         }
         None => Default::default(),

@@ -17,6 +17,7 @@
 //! - `pinned`: the headline again in the pinned layout;
 //! - `workloads`: a section per workload, with `catalog`'s storage reads;
 //! - `phases`: scaling with data size, footprint per link, one shard;
+//! - `stalls`: Rush runs whose shards stopped for a while, and where;
 //! - `errors`: failed requests and runs.
 //!
 //! `select` holds the queries they make of the results, `format` how they
@@ -31,6 +32,7 @@ mod pinned;
 mod redis_benchmark;
 mod select;
 mod setup;
+mod stalls;
 mod workloads;
 
 pub use catalog::{reads_goal, reads_per_query, ReadsPerQuery};
@@ -127,6 +129,7 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
     phases::scaling(&mut s, results);
     phases::footprint(&mut s, results);
     phases::one_shard(&mut s, results, m.top);
+    stalls::section(&mut s, results);
     errors::section(&mut s, results, charts);
     setup::reproduce(&mut s, results);
     s
@@ -223,6 +226,59 @@ pub(crate) mod tests {
             .unwrap()
             .iter()
             .all(|r| r["layout"] == "shared"));
+    }
+
+    /// A run's histograms say how many passes, commits and write-back
+    /// waits were over 250 ms; a run with none is left out, and results
+    /// without the series say so.
+    #[test]
+    fn stalls_name_the_runs_with_slow_passes_and_where_the_time_went() {
+        let (_, md) = render(&results_json(shared_runs(None), None));
+        assert!(
+            md.contains("## Stalls\n\nThese runs carry no pass timings"),
+            "{md}"
+        );
+
+        let hist = |name: &str, count: f64, under_quarter: f64, under_second: f64| {
+            json!({
+                format!("{name}_count"): count,
+                format!("{name}_bucket{{le=\"0.25\"}}"): under_quarter,
+                format!("{name}_bucket{{le=\"1\"}}"): under_second,
+            })
+        };
+        let mut runs = shared_runs(None);
+        let mut metrics = hist("rush_shard_pass_seconds", 1000.0, 996.0, 998.0);
+        for (k, v) in hist("rush_storage_commit_seconds", 900.0, 899.0, 900.0)
+            .as_object()
+            .unwrap()
+            .iter()
+            .chain(
+                hist("rush_storage_write_back_wait_seconds", 3.0, 0.0, 1.0)
+                    .as_object()
+                    .unwrap(),
+            )
+        {
+            metrics[k] = v.clone();
+        }
+        metrics["rush_storage_write_back_wait_seconds_sum"] = json!(4.5);
+        runs[0]["report"]["server_metrics"] = metrics;
+        let mut quiet = run_json("rush", "kv-get", 100_000.0, None, None);
+        quiet["report"]["server_metrics"] = hist("rush_shard_pass_seconds", 1000.0, 1000.0, 1000.0);
+        runs.push(quiet);
+        let (_, md) = render(&results_json(runs, None));
+        assert!(
+            md.contains("| kv-set | main | 50 × 16 | 4 | 2 | 1 | 3 | 4.5 |"),
+            "{md}"
+        );
+        assert!(!md.contains("| kv-get | main |"), "{md}");
+
+        let mut runs = shared_runs(None);
+        runs[0]["report"]["server_metrics"] = hist("rush_shard_pass_seconds", 10.0, 10.0, 10.0);
+        let (_, md) = render(&results_json(runs, None));
+        assert!(
+            md.contains("None: no pass of the 1 timed Rush runs took over 250 ms."),
+            "{md}"
+        );
     }
 
     #[test]

@@ -79,14 +79,33 @@ pub fn sum(all: &[Samples]) -> Samples {
     out
 }
 
-/// What a run reports: a counter's (`…_total`) increase from `before` to
-/// `after`, any other series' value `after`.
+/// rushd's series that say where a stall was, read around every Rush run:
+/// how long its shards' passes and group commits took, and how long they
+/// waited for their write-back threads (histograms: a run reports how many of each were
+/// over a bound, and their time in all).
+pub const STALL_METRICS: &[&str] = &[
+    "rush_shard_pass_seconds_bucket",
+    "rush_shard_pass_seconds_count",
+    "rush_shard_pass_seconds_sum",
+    "rush_storage_write_back_wait_seconds_bucket",
+    "rush_storage_write_back_wait_seconds_count",
+    "rush_storage_write_back_wait_seconds_sum",
+    "rush_storage_commit_seconds_bucket",
+    "rush_storage_commit_seconds_count",
+];
+
+/// What a run reports: a counter's (`…_total`, or a histogram's buckets,
+/// count and sum) increase from `before` to `after`, any other series'
+/// value `after`.
 pub fn change(before: &Samples, after: &Samples) -> Samples {
     after
         .iter()
         .map(|(k, v)| {
             let name = k.split('{').next().unwrap_or(k);
-            let d = if name.ends_with("_total") {
+            let cumulative = ["_total", "_bucket", "_count", "_sum"]
+                .iter()
+                .any(|end| name.ends_with(end));
+            let d = if cumulative {
                 v - before.get(k).copied().unwrap_or(0.0)
             } else {
                 *v
@@ -130,5 +149,28 @@ rush_other_total 5\n";
         assert_eq!(d["rush_catalog_bloom_false_positive_rate"], 0.02);
         let s = sum(&[a.clone(), a]);
         assert_eq!(s["rush_storage_reads_total"], 240.0);
+    }
+
+    /// A histogram's buckets, count and sum are cumulative: a run reports
+    /// what was added during it.
+    #[test]
+    fn histograms_report_their_increase() {
+        let text = |n: u32, sum: f64| {
+            format!(
+                "rush_shard_pass_seconds_bucket{{le=\"0.25\"}} {n}\n\
+                 rush_shard_pass_seconds_bucket{{le=\"+Inf\"}} {}\n\
+                 rush_shard_pass_seconds_sum {sum}\n\
+                 rush_shard_pass_seconds_count {}\n",
+                n + 2,
+                n + 2
+            )
+        };
+        let before = parse(&text(100, 1.5), STALL_METRICS);
+        let after = parse(&text(160, 4.0), STALL_METRICS);
+        assert_eq!(before.len(), 4);
+        let d = change(&before, &after);
+        assert_eq!(d["rush_shard_pass_seconds_bucket{le=\"0.25\"}"], 60.0);
+        assert_eq!(d["rush_shard_pass_seconds_count"], 60.0);
+        assert_eq!(d["rush_shard_pass_seconds_sum"], 2.5);
     }
 }

@@ -229,9 +229,10 @@ pub struct RunReport {
     /// Successful operations per second.
     pub throughput: f64,
     pub latency: Latency,
-    /// rushd series named by the workload (`Workload::RUSH_METRICS`), summed
-    /// over the nodes: a counter's increase during the run, anything else
-    /// its value at the end. Empty when the run had no `/metrics` to read.
+    /// rushd series named by the workload (`Workload::RUSH_METRICS`) and
+    /// those that say where a stall was (`scrape::STALL_METRICS`), summed
+    /// over the nodes: a counter's or a histogram's increase during the
+    /// run, anything else its value at the end. Empty when the run had no `/metrics` to read.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub server_metrics: BTreeMap<String, f64>,
     /// CPU seconds the server process used during the measured run (when

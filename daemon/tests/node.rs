@@ -104,6 +104,11 @@ async fn metrics_health_and_ready() {
     assert!(value("rush_request_duration_seconds_count{op=\"SET\"}") >= 10.0);
     assert!(body.contains("rush_shard_queue_depth{shard=\"1\"}"));
     assert!(body.contains("rush_shard_batch_size_bucket"));
+    // Every pass that ran requests is timed (a stall shows there); the
+    // test's writes are far under the write-back budget: no waits.
+    assert!(value("rush_shard_pass_seconds_count") >= 1.0);
+    assert!(value("rush_shard_pass_seconds_bucket{le=\"+Inf\"}") >= 1.0);
+    assert_eq!(value("rush_storage_write_back_wait_seconds_count"), 0.0);
     // The test's client: one connection per shard.
     assert_eq!(
         value("rush_connections"),

@@ -37,6 +37,12 @@ const PRESET_OUTCOMES: &[ErrorCode] = &[ErrorCode::Internal];
 pub const BUILD_COMMIT: &str = env!("RUSH_BUILD_COMMIT");
 
 /// Latency buckets in seconds: 25 µs to 2.5 s.
+/// For what can stall a shard for seconds (a pass, a wait for the
+/// write-back): the tail is the point, so it goes further than a request's.
+const STALL_BUCKETS: &[f64] = &[
+    0.000_1, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
 const LATENCY_BUCKETS: &[f64] = &[
     0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
     0.25, 1.0, 2.5,
@@ -57,6 +63,8 @@ pub struct Metrics {
     latency_by_opcode: Vec<local::Histogram>,
     pub batch_size: local::Histogram,
     pub commit_seconds: local::Histogram,
+    pub pass_seconds: local::Histogram,
+    pub write_back_wait_seconds: local::Histogram,
     pub queue_depth: IntGaugeVec,
     pub connections: IntGauge,
     pub connections_total: IntCounter,
@@ -198,6 +206,16 @@ impl Metrics {
                 "storage_commit_seconds",
                 "Time of one group commit (WriteBatch + fsync when durable)",
                 LATENCY_BUCKETS,
+            ),
+            pass_seconds: histogram(
+                "shard_pass_seconds",
+                "Time of one pass of a shard's loop that ran requests: read, execute, group commit, answers written",
+                STALL_BUCKETS,
+            ),
+            write_back_wait_seconds: histogram(
+                "storage_write_back_wait_seconds",
+                "Time a shard waited for its write-back thread: pending writes over twice storage.write_back_mb, or RocksDB made to hold them all (a scan, a slot move, a stop)",
+                STALL_BUCKETS,
             ),
             queue_depth: reg(
                 &r,

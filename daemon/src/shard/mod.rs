@@ -372,7 +372,12 @@ impl Shard {
                 .as_ref()
                 .expect("a shard with a log has a writer");
             if pending.in_flight() {
+                let waited = Instant::now();
                 let landed = writer.wait_landed();
+                self.ctx
+                    .metrics
+                    .write_back_wait_seconds
+                    .observe(waited.elapsed().as_secs_f64());
                 self.landed(landed)?;
             }
             self.freeze();
@@ -431,7 +436,14 @@ impl Shard {
             return Ok(());
         };
         let before = pending.len();
+        let waited = (!pending.is_empty()).then(Instant::now);
         let settled = pending.settle(writer, &mut self.rows);
+        if let Some(waited) = waited {
+            self.ctx
+                .metrics
+                .write_back_wait_seconds
+                .observe(waited.elapsed().as_secs_f64());
+        }
         let after = pending.len();
         self.ctx
             .storage

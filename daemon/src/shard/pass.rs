@@ -315,6 +315,14 @@ impl Shard {
         // 7. Answers to other shards' connections; 8. our connections'.
         self.send_remote_answers();
         self.flush_touched(now);
+        if self.io.executed > 0 {
+            // A stall shows here (and in the write-back waits, when that
+            // was it).
+            self.ctx
+                .metrics
+                .pass_seconds
+                .observe(now.elapsed().as_secs_f64());
+        }
 
         // Between passes: slot moves, timers, writing back.
         if !self.io.slot_ops.is_empty() {

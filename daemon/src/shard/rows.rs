@@ -21,13 +21,20 @@
 //!
 //! Two generations approximate LRU at O(1) per operation with no per-entry
 //! links: each entry carries the generation that last used it. New entries
-//! and hits belong to the young generation; when it holds half the budget it
-//! becomes the old one and the previous old generation is dropped (one sweep
-//! of the table, once per half a budget of inserts; dirty rows are kept and
-//! join the new old generation). A hit on an old entry moves it to the young
-//! generation in place. One table holds both, so a lookup, an insert or a
-//! hit is one probe (two tables cost two on each insert and each miss:
-//! bench/results/NOTES.md).
+//! and hits belong to the young generation. When the cache is full (both
+//! generations together past `FULL` of the budget) and the young one holds
+//! at least `YOUNG` of it (or the write-back budget, when larger), the young
+//! generation becomes the old one and the previous old generation is
+//! dropped (one sweep of the table; dirty rows are kept and join the new
+//! old generation). So a working set up to `FULL` of the budget is held
+//! whole, whatever the order it is used in, and the two together stay
+//! within the budget. (Turning over whenever the young generation held half
+//! the budget dropped, under uniform reads, whatever the last half-budget
+//! of reads had not touched: a working set over half the budget was never
+//! held whole, bench/results/NOTES.md.) A hit on an old entry moves it to
+//! the young generation in place. One table holds both, so a lookup, an
+//! insert or a hit is one probe (two tables cost two on each insert and
+//! each miss: bench/results/NOTES.md).
 
 use bytes::Bytes;
 use hashbrown::hash_table::Entry;
@@ -47,6 +54,15 @@ const ENTRY_OVERHEAD: usize = 64;
 /// flash sale: bench/results/NOTES.md). Larger than a typical counter or
 /// short string, so the reservation stays under the budget.
 const RESERVE_ENTRY_BYTES: usize = 256;
+
+/// The share of the budget both generations may fill before the older one
+/// goes (see the module's documentation), and the share the young one must
+/// hold first (so that a sweep of the table comes at most once per that
+/// many bytes of inserts). Together they are the whole budget: the old
+/// generation is at most `FULL` of it when a turnover makes it old, and a
+/// young one that reaches `YOUNG` turns over.
+const FULL: (usize, usize) = (4, 5);
+const YOUNG: (usize, usize) = (1, 5);
 
 /// Keys up to this long are held in the table itself: a probe compares
 /// the key where it found the entry, instead of following a pointer to
@@ -348,7 +364,9 @@ impl RowCache {
     /// and start a new young one. Dirty rows stay, in the generation that
     /// becomes old.
     fn age_if_full(&mut self) {
-        if self.young_bytes <= (self.cap / 2).max(self.min_generation) {
+        let young_floor = (self.cap / YOUNG.1 * YOUNG.0).max(self.min_generation);
+        let full = self.cap / FULL.1 * FULL.0;
+        if self.young_bytes <= young_floor || self.young_bytes + self.old_bytes <= full {
             return;
         }
         let (young, landed) = (self.young, self.landed);

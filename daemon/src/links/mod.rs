@@ -95,7 +95,7 @@ pub const REGISTRATION: Registration = Registration {
 
 impl ShardService for Links {
     fn apply(&mut self, req: &Request, cx: &mut Cx) -> Result<Reply, RushError> {
-        self.dispatch(req, cx.now, cx.txn, cx.segments)
+        self.dispatch(req, cx.now, cx.slot, cx.txn, cx.segments)
     }
 
     /// Timer: buffered visit counters go to storage, every
@@ -183,11 +183,12 @@ impl Links {
         &mut self,
         req: &Request,
         now: u64,
+        slot: Option<u16>,
         txn: &mut Txn,
         segments: &mut Segments,
     ) -> Result<Reply, RushError> {
         match req {
-            Request::LinkShorten(r) => self.shorten(r, now, txn, segments),
+            Request::LinkShorten(r) => self.shorten(r, now, slot, txn, segments),
             Request::LinkShortenBatch(r) => self.shorten_batch(r, now, txn, segments),
             Request::LinkResolve(r) => self.resolve(r, now, txn),
             Request::LinkInfo(r) => self.info(r, now, txn),

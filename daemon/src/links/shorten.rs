@@ -17,6 +17,7 @@ impl Links {
         &mut self,
         r: &LinkShorten,
         now: u64,
+        routed: Option<u16>,
         txn: &mut Txn,
         segments: &mut Segments,
     ) -> Result<Reply, RushError> {
@@ -43,8 +44,11 @@ impl Links {
             return self.create_alias(alias, &record, expires_at, now, txn);
         }
 
-        // Runs in this slot (the request's route); the code is issued here.
-        let slot = parts_slot(&[&r.account, r.url.as_bytes()]);
+        // Runs in this slot (the request's route, already worked out for a
+        // request read from a connection: hashing the URL again was 3 % of a
+        // shorten); the code is issued here.
+        let slot = routed.unwrap_or_else(|| parts_slot(&[&r.account, r.url.as_bytes()]));
+        debug_assert_eq!(slot, parts_slot(&[&r.account, r.url.as_bytes()]));
         let reuse_key = r
             .reuse
             .then(|| keys::link_reuse(slot, &r.account, r.url.as_bytes()));

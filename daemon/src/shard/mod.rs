@@ -564,6 +564,7 @@ impl Shard {
         let mut cx = Cx {
             now,
             txn: &mut txn,
+            slot: None,
             segments: &mut self.segments,
             backlog: 0,
             flush,

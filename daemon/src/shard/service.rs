@@ -34,6 +34,10 @@ pub struct Cx<'a, 's> {
     pub now: u64,
     /// The group's reads and writes (see [`Txn`]).
     pub txn: &'a mut Txn<'s>,
+    /// The slot the request was routed by, computed once when it was read
+    /// (`None` for timers, imports and requests not routed by a slot): a
+    /// service uses it instead of hashing the key again.
+    pub slot: Option<u16>,
     /// The shard's ID segments (short codes, envelope ids).
     pub segments: &'a mut Segments,
     /// Requests waiting on this shard behind the current group (load

@@ -173,6 +173,7 @@ impl Shard {
         let mut cx = Cx {
             now,
             txn,
+            slot: None,
             segments: &mut self.segments,
             backlog: 0,
             flush: false,

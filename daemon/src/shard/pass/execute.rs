@@ -118,6 +118,7 @@ impl Shard {
                 let mut cx = Cx {
                     now: now_ms,
                     txn,
+                    slot: w.slot,
                     segments: &mut self.segments,
                     backlog: self.lanes.len(),
                     flush: false,

@@ -22,12 +22,13 @@
 //! Two generations approximate LRU at O(1) per operation with no per-entry
 //! links: each entry carries the generation that last used it. New entries
 //! and hits belong to the young generation. When the cache is full (both
-//! generations together past `FULL` of the budget) and the young one holds
-//! at least `YOUNG` of it (or the write-back budget, when larger), the young
-//! generation becomes the old one and the previous old generation is
-//! dropped (one sweep of the table; dirty rows are kept and join the new
-//! old generation). So a working set up to `FULL` of the budget is held
-//! whole, whatever the order it is used in, and the two together stay
+//! generations together past the budget less the young one's share) and
+//! the young one holds at least its share (`YOUNG`: a fifth of the budget,
+//! or the write-back budget when larger), the young generation becomes the
+//! old one and the previous old generation is dropped (one sweep of the
+//! table; dirty rows are kept and join the new old generation). So a
+//! working set up to the budget less that share (4/5 of it by default) is
+//! held whole, whatever the order it is used in, and the two together stay
 //! within the budget. (Turning over whenever the young generation held half
 //! the budget dropped, under uniform reads, whatever the last half-budget
 //! of reads had not touched: a working set over half the budget was never
@@ -55,13 +56,11 @@ const ENTRY_OVERHEAD: usize = 64;
 /// short string, so the reservation stays under the budget.
 const RESERVE_ENTRY_BYTES: usize = 256;
 
-/// The share of the budget both generations may fill before the older one
-/// goes (see the module's documentation), and the share the young one must
-/// hold first (so that a sweep of the table comes at most once per that
-/// many bytes of inserts). Together they are the whole budget: the old
-/// generation is at most `FULL` of it when a turnover makes it old, and a
-/// young one that reaches `YOUNG` turns over.
-const FULL: (usize, usize) = (4, 5);
+/// The share of the budget the young generation must hold before it turns
+/// over (or the write-back budget, when larger): a sweep of the table comes
+/// at most once per that many bytes of inserts. The rest of the budget is
+/// what both generations may fill before the older one goes, so the two
+/// together stay within it (see the module's documentation).
 const YOUNG: (usize, usize) = (1, 5);
 
 /// Keys up to this long are held in the table itself: a probe compares
@@ -365,7 +364,9 @@ impl RowCache {
     /// becomes old.
     fn age_if_full(&mut self) {
         let young_floor = (self.cap / YOUNG.1 * YOUNG.0).max(self.min_generation);
-        let full = self.cap / FULL.1 * FULL.0;
+        // The old generation is at most this when a turnover makes it old,
+        // and the young one turns over once past its floor.
+        let full = self.cap.saturating_sub(young_floor);
         if self.young_bytes <= young_floor || self.young_bytes + self.old_bytes <= full {
             return;
         }
@@ -476,6 +477,43 @@ mod tests {
         assert!(c.bytes() <= 16 * 1024 + 1024);
         c.clear();
         assert_eq!(c.get(b"k"), None);
+    }
+
+    /// A working set of 3/4 of the budget, read over and over in any order,
+    /// stays whole (turning over at half the budget lost a part of it each
+    /// time); a larger one turns over, and the cache stays within its
+    /// budget either way, also when the write-back budget sets the young
+    /// generation's share.
+    #[test]
+    fn a_working_set_under_four_fifths_of_the_budget_stays_whole() {
+        let cap = 100 * 1024;
+        let entry = 4 + 36 + ENTRY_OVERHEAD;
+        let keys = (cap * 3 / 4 / entry) as u32;
+        let mut c = RowCache::new(cap, 0);
+        for i in 0..keys {
+            c.insert(&i.to_be_bytes(), Some(Bytes::from(vec![0; 36])));
+        }
+        for round in 0..5u32 {
+            for j in 0..keys {
+                // Every key once per round, in a different order each time.
+                let i = (j * 7 + round * 13) % keys;
+                assert!(c.get(&i.to_be_bytes()).is_some(), "round {round}: key {i}");
+            }
+        }
+        assert_eq!(c.misses, 0);
+        for min_generation in [0, cap / 3] {
+            let mut c = RowCache::new(cap, min_generation);
+            for i in 0..20_000u32 {
+                c.insert(&i.to_be_bytes(), Some(Bytes::from(vec![0; 36])));
+                let _ = c.get(&(i / 2).to_be_bytes());
+                assert!(
+                    c.bytes() <= cap + entry,
+                    "{min_generation}: {} bytes",
+                    c.bytes()
+                );
+            }
+            assert!(c.young > 3, "it turned over");
+        }
     }
 
     #[test]

@@ -359,9 +359,9 @@ impl RowCache {
         *bytes = bytes.saturating_sub(n);
     }
 
-    /// When the young generation holds half the budget: drop the old one,
-    /// and start a new young one. Dirty rows stay, in the generation that
-    /// becomes old.
+    /// When the cache is full and the young generation holds its share:
+    /// drop the old one, and start a new young one. Dirty rows stay, in the
+    /// generation that becomes old.
     fn age_if_full(&mut self) {
         let young_floor = (self.cap / YOUNG.1 * YOUNG.0).max(self.min_generation);
         // The old generation is at most this when a turnover makes it old,

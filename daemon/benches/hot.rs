@@ -7,7 +7,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use rush_daemon::catalog::bloom::ScalableBloom;
+use rush_daemon::bloom::ScalableBloom;
 use rush_daemon::envelopes::split::next_share;
 use rush_daemon::links::scramble::Scrambler;
 use rush_protocol::cmd::links::code::codes_per_slot;

@@ -49,6 +49,7 @@
 //! opcode's range and call the trait.
 
 pub mod auth;
+pub mod bloom;
 pub mod catalog;
 pub mod clock;
 pub mod cluster;

@@ -2,7 +2,8 @@
 //! one atomic add; per-shard gauges are refreshed by each shard's timer.
 
 use crate::metrics::local::{self, Counter as IntCounter};
-use prometheus::{Gauge, IntGauge, IntGaugeVec, Opts, Registry};
+use crate::metrics::{reg, shard_gauge};
+use prometheus::{Gauge, IntGauge, IntGaugeVec, Registry};
 
 /// How a query (or alias resolution) was answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,19 +69,6 @@ pub struct CatalogMetrics {
     pub bloom_stale: IntGaugeVec,
     pub bloom_rebuilds: IntCounter,
     pub shedding: IntGaugeVec,
-}
-
-fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: T) -> T {
-    r.register(Box::new(c.clone()))
-        .expect("metric names are unique");
-    c
-}
-
-fn shard_gauge(r: &Registry, name: &str, help: &str) -> IntGaugeVec {
-    reg(
-        r,
-        IntGaugeVec::new(Opts::new(name, help), &["shard"]).expect("valid"),
-    )
 }
 
 impl CatalogMetrics {

@@ -2,7 +2,7 @@
 //! by owner or through aliases, answered by three layers inside each shard:
 //!
 //! 1. a scalable Bloom filter over owners that have records and over aliases
-//!    ([`bloom`]): a negative answers "no records" without touching the cache
+//!    ([`crate::bloom`]): a negative answers "no records" without touching the cache
 //!    or storage — that is where the ~40 % of queries for merchants without
 //!    contracts end;
 //! 2. a hot cache bounded in bytes ([`cache`]), owner → whole record set,
@@ -50,7 +50,6 @@
 //! One file per request, named as in `rush_protocol::cmd::catalog`; the
 //! layers in `lookup`, the stored forms in `stored`.
 
-pub mod bloom;
 pub mod cache;
 pub mod config;
 pub mod metrics;
@@ -71,12 +70,12 @@ mod warm;
 pub use config::CatalogConfig;
 pub use metrics::CatalogMetrics;
 
+use crate::bloom::ScalableBloom;
 use crate::metrics::Metrics;
 use crate::services::Registration;
 use crate::shard::service::{Cx, ShardService};
 use crate::shard::txn::Txn;
 use crate::storage::Storage;
-use bloom::ScalableBloom;
 use cache::{HotCache, Item};
 use prometheus::IntGauge;
 use rebuild::Rebuild;

@@ -10,10 +10,11 @@
 //! between groups, so it sees every committed write and nothing uncommitted.
 //! When the last slot is done the new filter replaces the old one.
 
-use super::bloom::ScalableBloom;
 use super::cache::Item;
 use super::{hash_item, Catalog};
+use crate::bloom::ScalableBloom;
 use crate::shard::txn::Txn;
+use crate::shard::walk::SlotWalk;
 use crate::storage::keys;
 use crate::storage::{Storage, StorageError};
 use rush_protocol::{Reply, RushError};
@@ -27,9 +28,7 @@ const REBUILD_SLOTS_PER_TICK: usize = 1024;
 
 pub struct Rebuild {
     pub filter: ScalableBloom,
-    /// The next slot to scan (u32: one past the last slot is "done").
-    next: u32,
-    last: u16,
+    walk: SlotWalk,
     /// Removals counted before this rebuild began: those entries are not in
     /// the new filter. Removals during the rebuild may be (their slot may
     /// have been scanned before), so they stay counted.
@@ -42,16 +41,15 @@ impl Rebuild {
     pub fn new(filter: ScalableBloom, first: u16, last: u16, stale_at_start: u64) -> Rebuild {
         Rebuild {
             filter,
-            next: first as u32,
-            last,
+            walk: SlotWalk::new(first, last),
             stale_at_start,
             scanned: 0,
         }
     }
 
     /// Scan whole slots until at least `key_budget` keys were read, or
-    /// `slot_budget` slots were scanned (each scan is an iterator seek, even
-    /// on an empty slot), or every slot is done; true when done.
+    /// `slot_budget` slots were scanned, or every slot is done; true when
+    /// done.
     pub fn step(
         &mut self,
         txn: &Txn,
@@ -59,27 +57,16 @@ impl Rebuild {
         slot_budget: usize,
         hash: impl Fn(Item) -> u64,
     ) -> Result<bool, StorageError> {
-        let mut read = 0usize;
-        let mut slots = 0usize;
-        while self.next <= self.last as u32 {
-            let slot = self.next as u16;
-            let (from, to) = keys::catalog_range(slot);
-            let filter = &mut self.filter;
-            txn.scan_stored(&from, &to, |k, _| {
-                if let Some(key) = keys::parse_catalog(k) {
-                    filter.insert(hash(key.into()));
-                    read += 1;
-                }
+        let (filter, scanned) = (&mut self.filter, &mut self.scanned);
+        self.walk
+            .step(txn, key_budget, slot_budget, keys::catalog_range, |k, _| {
+                let Some(key) = keys::parse_catalog(k) else {
+                    return false;
+                };
+                filter.insert(hash(key.into()));
+                *scanned += 1;
                 true
-            })?;
-            self.next += 1;
-            slots += 1;
-            if read >= key_budget || slots >= slot_budget {
-                break;
-            }
-        }
-        self.scanned += read as u64;
-        Ok(self.next > self.last as u32)
+            })
     }
 }
 

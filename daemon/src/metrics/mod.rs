@@ -92,6 +92,14 @@ pub(crate) fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry
     c
 }
 
+/// A gauge with one value per shard (label `shard`).
+pub(crate) fn shard_gauge(r: &Registry, name: &str, help: &str) -> IntGaugeVec {
+    reg(
+        r,
+        IntGaugeVec::new(Opts::new(name, help), &["shard"]).expect("valid"),
+    )
+}
+
 impl Metrics {
     /// Metrics of a node running `shards` shards on `storage`.
     pub fn new(shards: usize, storage: &crate::storage::StorageStats) -> Metrics {

@@ -40,6 +40,7 @@ pub mod rows;
 pub mod service;
 pub mod slots;
 pub mod txn;
+pub mod walk;
 pub mod write_back;
 
 use crate::clock::Clock;

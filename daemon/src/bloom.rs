@@ -1,5 +1,6 @@
-//! Layer 1: a scalable Bloom filter per shard over owners that have records
-//! and over aliases.
+//! Scalable Bloom filters: the catalog's per-shard filter over owners that
+//! have records and over aliases, and the limits' over order records and
+//! books.
 //!
 //! A [`Bloom`] is a plain bit array probed at `k` positions derived from one
 //! 64-bit hash by enhanced double hashing (Dillinger & Manolios), reduced to
@@ -15,8 +16,9 @@
 //! insert goes to the newest. Items are only added when the filter doesn't
 //! already report them, so re-putting an owner doesn't use capacity.
 //!
-//! Nothing can be removed. The owning service counts removals ("stale"
-//! entries) and rebuilds the filter from storage when they pile up.
+//! Nothing can be removed. The owning service rebuilds the filter from
+//! storage when removed or expired entries pile up (a walk over the shard's
+//! slots a slice at a time: [`crate::shard::walk`]).
 
 /// Each new layer's false-positive rate is this fraction of the previous one's.
 const TIGHTENING: f64 = 0.5;

@@ -1,6 +1,6 @@
 //! LIMIT_ACQUIRE: check every rule for every item, then count all or nothing.
 
-use super::book::{Book, MAX_BOOK_ENTRIES};
+use super::book::MAX_BOOK_ENTRIES;
 use super::counter::Counter;
 use super::order::{sorted_items, Lines, OrderRecord, Touched};
 use super::policy::{CompiledRule, Pos};
@@ -22,7 +22,7 @@ struct Step<'a> {
 
 impl Limits {
     pub(super) fn acquire(
-        &self,
+        &mut self,
         r: &LimitAcquire,
         now: u64,
         txn: &mut Txn,
@@ -30,7 +30,7 @@ impl Limits {
         let (policy, at) = self.order(&r.user, &r.policy, &r.order_id)?;
 
         // A known order id: nothing counted, the counts as they are now.
-        if let Some(order) = OrderRecord::load(txn, &at.record, now)? {
+        if let Some(order) = at.load_record(&self.known, txn, now)? {
             if order.items != sorted_items(&r.items) {
                 policy.metrics.conflict.inc();
                 return Err(RushError::new(
@@ -45,7 +45,7 @@ impl Limits {
             let mut reply = order.first_reply()?;
             reply.replayed = true;
             reply.released = order.released;
-            let book = Book::load(txn, &at.book, now)?;
+            let book = at.load_book(&self.known, txn, now)?;
             for a in &mut reply.allowances {
                 // A rule the policy no longer has keeps its first answer.
                 let Some(rule) = policy.rules.iter().find(|rule| rule.name == a.rule) else {
@@ -61,7 +61,7 @@ impl Limits {
         }
 
         // Read and check every count first; write only if all pass.
-        let mut book = Book::load(txn, &at.book, now)?;
+        let mut book = at.load_book(&self.known, txn, now)?;
         let lines = Lines::new(&r.items);
         let mut steps: Vec<Step> = Vec::with_capacity(policy.rules.len() * r.items.len());
         let mut touched = Vec::with_capacity(policy.rules.len());
@@ -117,6 +117,7 @@ impl Limits {
                 ),
             ));
         }
+        let hashes = at.hashes;
         book.store(at.book, txn);
         let reply = AcquireReply {
             replayed: false,
@@ -135,6 +136,7 @@ impl Limits {
             txn.require_sync();
         }
         policy.metrics.allowed.inc();
+        hashes.written(&mut self.known);
         Ok(Reply::LimitAcquire(reply))
     }
 }

@@ -11,6 +11,9 @@
 //!   one read and two writes of one shard's group commit. Counts of the
 //!   layout before books (one per key) are folded into books on open and on
 //!   slot import (`legacy`).
+//! - A Bloom filter over the shard's record and book keys (`known`) answers
+//!   "absent" for a new order's record and a new user's book without a
+//!   read.
 //! - Policies: every shard holds the whole table (config, then the stored
 //!   run-time policies over it). LIMIT_POLICY_SET is stored in the meta
 //!   column family and then broadcast to every shard (`admin`).
@@ -21,6 +24,7 @@ pub mod admin;
 mod book;
 pub mod config;
 mod counter;
+mod known;
 mod legacy;
 pub mod metrics;
 mod order;
@@ -37,6 +41,7 @@ use crate::services::Registration;
 use crate::shard::service::{Cx, ShardService};
 use crate::storage::Storage;
 use hashbrown::HashMap;
+use known::Known;
 use order::OrderKeys;
 use policy::Policy;
 use rush_protocol::cmd::{LimitPolicySet, PolicyDef, PolicyListReply, PolicySetReply};
@@ -52,6 +57,8 @@ pub struct Limits {
     metrics: LimitsMetrics,
     /// The shard this service serves (its column family).
     shard: usize,
+    /// Which record and book keys the shard may hold.
+    known: Known,
 }
 
 impl Limits {
@@ -63,11 +70,19 @@ impl Limits {
         metrics: &Metrics,
         shard: usize,
     ) -> Result<Limits, String> {
+        let m = &metrics.limits;
+        let gauge = |v: &prometheus::IntGaugeVec| v.with_label_values(&[&shard.to_string()]);
+        let gauges = known::Gauges {
+            items: gauge(&m.filter_items),
+            bytes: gauge(&m.filter_bytes),
+            builds: m.filter_builds.clone(),
+        };
         let mut limits = Limits {
             policies: HashMap::new(),
             config: config.limits.clone(),
-            metrics: metrics.limits.clone(),
+            metrics: m.clone(),
             shard,
+            known: Known::new(shard, config.shard_count(), gauges),
         };
         for def in config.limits.policy_defs()? {
             limits.insert(def)?;
@@ -136,10 +151,16 @@ impl Limits {
 impl ShardService for Limits {
     fn open(&mut self, storage: &Storage) {
         self.fold_legacy(storage, 0..rush_protocol::SLOTS);
+        self.known.build(storage);
     }
 
     fn on_slots_imported(&mut self, slots: &[u16], storage: &Storage) {
         self.fold_legacy(storage, slots.iter().copied());
+        self.known.import(storage, slots);
+    }
+
+    fn tick(&mut self, cx: &mut Cx) {
+        self.known.tick(cx.txn, cx.now);
     }
 
     fn apply(&mut self, req: &Request, cx: &mut Cx) -> Result<Reply, RushError> {
@@ -187,7 +208,10 @@ impl Limits {
         policy: &str,
         order_id: &str,
     ) -> Result<(&Policy, OrderKeys), RushError> {
-        Ok((self.policy(policy)?, OrderKeys::of(user, policy, order_id)))
+        Ok((
+            self.policy(policy)?,
+            OrderKeys::of(user, policy, order_id, &self.known),
+        ))
     }
 
     /// The policy a request names; an unknown one is BAD_REQUEST (the request

@@ -7,7 +7,9 @@
 //! (sorted by item) | u16 m | m × (u16 len, rule, u8 scope, u64 window id) |
 //! u32 len, the first answer's AcquireReply body`.
 
+use super::book::Book;
 use super::counter::{corrupt, storage_error};
+use super::known::Known;
 use crate::shard::txn::Txn;
 use crate::storage::keys;
 use crate::storage::keys::kind;
@@ -47,19 +49,63 @@ pub fn sorted_items(items: &[OrderItem]) -> Vec<OrderItem> {
 }
 
 /// Where one order of a user under a policy is kept, all in the user's
-/// slot: the order's record, and the user's book under the policy.
+/// slot: the order's record, and the user's book under the policy; and the
+/// hashes the shard's key filter knows them by.
 pub struct OrderKeys {
     pub record: Vec<u8>,
     pub book: Vec<u8>,
+    pub hashes: KeyHashes,
+}
+
+#[derive(Clone, Copy)]
+pub struct KeyHashes {
+    pub record: u64,
+    pub book: u64,
 }
 
 impl OrderKeys {
-    pub fn of(user: &[u8], policy: &str, order_id: &str) -> OrderKeys {
+    pub fn of(user: &[u8], policy: &str, order_id: &str, known: &Known) -> OrderKeys {
         let slot = key_slot(user);
+        let record = keys::limit_order(slot, user, policy, order_id);
+        let book = keys::limit_book(slot, user, policy.as_bytes());
+        let hashes = KeyHashes {
+            record: known.hash(&record),
+            book: known.hash(&book),
+        };
         OrderKeys {
-            record: keys::limit_order(slot, user, policy, order_id),
-            book: keys::limit_book(slot, user, policy.as_bytes()),
+            record,
+            book,
+            hashes,
         }
+    }
+
+    /// The order's record, unless the filter knows the shard holds none.
+    pub fn load_record(
+        &self,
+        known: &Known,
+        txn: &Txn,
+        now: u64,
+    ) -> Result<Option<OrderRecord>, RushError> {
+        if !known.may_hold(self.hashes.record) {
+            return Ok(None);
+        }
+        OrderRecord::load(txn, &self.record, now)
+    }
+
+    /// The user's book, empty when the filter knows the shard holds none.
+    pub fn load_book(&self, known: &Known, txn: &Txn, now: u64) -> Result<Book, RushError> {
+        if !known.may_hold(self.hashes.book) {
+            return Ok(Book::default());
+        }
+        Book::load(txn, &self.book, now)
+    }
+}
+
+impl KeyHashes {
+    /// The record and the book are being written.
+    pub fn written(self, known: &mut Known) {
+        known.add(self.record);
+        known.add(self.book);
     }
 }
 

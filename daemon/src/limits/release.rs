@@ -1,7 +1,6 @@
 //! LIMIT_RELEASE: give an order's counts back, once.
 
-use super::book::Book;
-use super::order::{Lines, OrderRecord};
+use super::order::Lines;
 use super::Limits;
 use crate::shard::txn::Txn;
 use rush_protocol::cmd::{LimitRelease, ReleaseReply};
@@ -15,13 +14,13 @@ impl Limits {
     /// Works from the record alone, so a policy replaced since the order
     /// still releases exactly what the order counted.
     pub(super) fn release(
-        &self,
+        &mut self,
         r: &LimitRelease,
         now: u64,
         txn: &mut Txn,
     ) -> Result<Reply, RushError> {
         let (policy, at) = self.order(&r.user, &r.policy, &r.order_id)?;
-        let Some(mut order) = OrderRecord::load(txn, &at.record, now)? else {
+        let Some(mut order) = at.load_record(&self.known, txn, now)? else {
             policy.metrics.release_not_found.inc();
             return Err(RushError::not_found(format!(
                 "no order {:?} for this user under policy {:?} (never acquired, or no longer remembered)",
@@ -37,7 +36,7 @@ impl Limits {
         }
 
         let lines = Lines::new(&order.items);
-        let mut book = Book::load(txn, &at.book, now)?;
+        let mut book = at.load_book(&self.known, txn, now)?;
         let mut changed = false;
         for t in &order.touched {
             for (item, qty) in lines.counts(t.scope) {
@@ -51,6 +50,7 @@ impl Limits {
                 }
             }
         }
+        let hashes = at.hashes;
         if changed {
             book.store(at.book, txn);
         }
@@ -60,6 +60,7 @@ impl Limits {
             txn.require_sync();
         }
         policy.metrics.released.inc();
+        hashes.written(&mut self.known);
         Ok(Reply::LimitRelease(ReleaseReply {
             replayed: false,
             items: order.items,

@@ -11,6 +11,13 @@ pub fn limit_book(slot: u16, user: &[u8], policy: &[u8]) -> Vec<u8> {
         .build()
 }
 
+/// `[start, end)` covering a slot's order records and books.
+pub fn limits_range(slot: u16) -> (Vec<u8>, Vec<u8>) {
+    let start = KeyBuf::new(slot, ks::LIMIT_ORDER).build();
+    let end = KeyBuf::new(slot, ks::LIMIT_BOOK + 1).build();
+    (start, end)
+}
+
 /// The prefix of every count of `user` under `policy` in the layout before
 /// books (one count per key).
 pub fn limit_counters(slot: u16, user: &[u8], policy: &str) -> Vec<u8> {

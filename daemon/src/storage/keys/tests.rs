@@ -245,6 +245,7 @@ fn no_two_services_keys_overlap() {
         // The ranges services scan stay inside their own service's range.
         let scanned = [
             ("catalog", catalog_range(slot)),
+            ("purchase limits", limits_range(slot)),
             ("red envelopes", envelope::everything(slot)),
             (
                 "red envelopes",

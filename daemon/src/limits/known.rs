@@ -1,0 +1,348 @@
+//! Which order records and books the shard may hold: a Bloom filter over
+//! their keys, so the commonest acquire — a new order id, often a user's
+//! first order under the policy — learns that its record and book are
+//! absent without reading anything. (Reading an absent key costs a probe of
+//! the row cache, the write-back runs, RocksDB's memtables and a filter
+//! check in every SST level: about a fifth of the shard's time in the
+//! limits bench before this filter; see bench/results/NOTES.md.)
+//!
+//! The filter holds every key of those two kinds the shard may have:
+//! - built from storage before the shard serves anything;
+//! - given every key an acquire or a release writes, when it is written,
+//!   before the commit (a key whose commit then fails is a false positive,
+//!   never a miss);
+//! - given every key of a slot that becomes the shard's, when it does.
+//!
+//! Nothing leaves it: records end after their policy's retention, books with
+//! their last count. When it has grown to more than [`MAX_LAYERS`] layers
+//! (three times what it was sized for, which was half again what was live
+//! at its last build) it is rebuilt from storage in the background, a slice
+//! per timer tick ([`SlotWalk`]), taking every key written meanwhile too.
+//! Until a build succeeds (storage failing at start or at a slot import),
+//! every key "may" be held and is read.
+
+use crate::bloom::ScalableBloom;
+use crate::metrics::local::Counter;
+use crate::shard::txn::Txn;
+use crate::shard::walk::SlotWalk;
+use crate::storage::keys;
+use crate::storage::value::Stored;
+use crate::storage::Storage;
+use hashbrown::DefaultHashBuilder;
+use prometheus::IntGauge;
+use std::hash::BuildHasher;
+
+/// The filter's false-positive rate: one new order in a hundred reads its
+/// (absent) record anyway.
+const FP_RATE: f64 = 0.01;
+/// The smallest filter (items; 1.2 MiB), so a shard that starts empty
+/// takes three million keys before its first rebuild.
+const MIN_CAPACITY: u64 = 1 << 20;
+/// Layers past which the filter is rebuilt: each is twice the one before,
+/// so two hold three times the first's items at about 11 bytes per item of
+/// the first's capacity.
+const MAX_LAYERS: usize = 2;
+/// Keys a background rebuild reads per tick: about 2 ms of the shard's
+/// time (20 000, the catalog's default, raised the limits bench's p99 from
+/// 26 to 44 ms).
+const REBUILD_KEYS_PER_TICK: usize = 5_000;
+/// Slots a rebuild reads per tick at most (each is a seek, even when empty).
+const REBUILD_SLOTS_PER_TICK: usize = 1024;
+
+pub struct Known {
+    hasher: DefaultHashBuilder,
+    filter: ScalableBloom,
+    /// False until a build from storage succeeded: every key may be held.
+    ready: bool,
+    /// A rebuild in progress: the new filter and how far the walk is.
+    rebuild: Option<(ScalableBloom, SlotWalk)>,
+    /// The shard's slots.
+    first: u16,
+    last: u16,
+    shard: usize,
+    pub gauges: Gauges,
+}
+
+/// The filter's size, per shard.
+pub struct Gauges {
+    pub items: IntGauge,
+    pub bytes: IntGauge,
+    pub builds: Counter,
+}
+
+impl Known {
+    pub fn new(shard: usize, shards: usize, gauges: Gauges) -> Known {
+        let slots = crate::shard::route::slots_of_shard(shard, shards);
+        Known {
+            hasher: DefaultHashBuilder::default(),
+            filter: ScalableBloom::new(MIN_CAPACITY, FP_RATE),
+            ready: false,
+            rebuild: None,
+            first: *slots.start(),
+            last: *slots.end(),
+            shard,
+            gauges,
+        }
+    }
+
+    /// The hash the filter keeps of `key`.
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Might the shard hold `key` (an order record or a book)? False means
+    /// certainly not.
+    #[inline]
+    pub fn may_hold(&self, hash: u64) -> bool {
+        !self.ready || self.filter.contains(hash)
+    }
+
+    /// A key is being written.
+    pub fn add(&mut self, hash: u64) {
+        self.filter.insert(hash);
+        if let Some((next, _)) = &mut self.rebuild {
+            next.insert(hash);
+        }
+    }
+
+    /// Build the filter from storage before the shard serves anything
+    /// (every stored key, ended or not: the first rebuild leaves out the
+    /// ended).
+    pub fn build(&mut self, storage: &Storage) {
+        self.start_rebuild();
+        self.step(&Txn::new(storage, self.shard), 0, usize::MAX, usize::MAX);
+        if !self.ready {
+            tracing::error!(
+                shard = self.shard,
+                "building the purchase-limit key filter failed; every order reads its record until a rebuild succeeds"
+            );
+        }
+    }
+
+    /// Slots became the shard's: their keys join the filter.
+    pub fn import(&mut self, storage: &Storage, slots: &[u16]) {
+        for &slot in slots {
+            let (from, to) = keys::limits_range(slot);
+            let mut hashes = Vec::new();
+            let scanned = storage.scan(self.shard, &from, &to, |k, _| {
+                hashes.push(self.hash(k));
+                true
+            });
+            if let Err(e) = scanned {
+                // Without the slot's keys the filter could deny them: read
+                // every key until a rebuild succeeds.
+                tracing::error!(shard = self.shard, slot, error = %e, "reading an imported slot's purchase-limit keys failed; filter off until rebuilt");
+                self.ready = false;
+                return;
+            }
+            for h in hashes {
+                self.add(h);
+            }
+        }
+        self.refresh_gauges();
+    }
+
+    /// Timer: start a rebuild if one is due, advance the one running.
+    pub fn tick(&mut self, txn: &Txn, now: u64) {
+        if self.rebuild.is_none() && (!self.ready || self.filter.layers() > MAX_LAYERS) {
+            tracing::debug!(
+                shard = self.shard,
+                items = self.filter.items(),
+                layers = self.filter.layers(),
+                "rebuilding the purchase-limit key filter"
+            );
+            self.start_rebuild();
+        }
+        if self.rebuild.is_some() {
+            self.step(txn, now, REBUILD_KEYS_PER_TICK, REBUILD_SLOTS_PER_TICK);
+        }
+        self.refresh_gauges();
+    }
+
+    /// A new filter sized for half again what the old one holds, and a walk
+    /// over the shard's slots to fill it.
+    fn start_rebuild(&mut self) {
+        let live = if self.ready { self.filter.items() } else { 0 };
+        let capacity = live.saturating_add(live / 2).max(MIN_CAPACITY);
+        self.rebuild = Some((
+            ScalableBloom::new(capacity, FP_RATE),
+            SlotWalk::new(self.first, self.last),
+        ));
+    }
+
+    /// Walk a slice; when the walk is done the new filter replaces the old.
+    /// Keys that have ended by `now` are left out.
+    fn step(&mut self, txn: &Txn, now: u64, key_budget: usize, slot_budget: usize) {
+        let Some((next, walk)) = &mut self.rebuild else {
+            return;
+        };
+        let hasher = &self.hasher;
+        let walked = walk.step(txn, key_budget, slot_budget, keys::limits_range, |k, v| {
+            // A value that doesn't decode is kept: reading it reports it.
+            if Stored::decode(v).is_ok_and(|s| !s.is_live(now)) {
+                return false;
+            }
+            next.insert(hasher.hash_one(k));
+            true
+        });
+        match walked {
+            Ok(false) => {}
+            Ok(true) => {
+                let (next, _) = self.rebuild.take().expect("a rebuild runs");
+                self.filter = next;
+                self.ready = true;
+                self.gauges.builds.inc();
+            }
+            Err(e) => {
+                tracing::warn!(shard = self.shard, error = %e, "purchase-limit key filter rebuild failed; retrying");
+                self.rebuild = None;
+            }
+        }
+    }
+
+    fn refresh_gauges(&self) {
+        self.gauges.items.set(self.filter.items() as i64);
+        let rebuilding = self.rebuild.as_ref().map_or(0, |(f, _)| f.bytes());
+        self.gauges
+            .bytes
+            .set((self.filter.bytes() + rebuilding) as i64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::config::StorageConfig;
+    use crate::storage::keys::kind;
+    use crate::storage::value;
+    use rush_protocol::key_slot;
+
+    fn gauges() -> Gauges {
+        let r = prometheus::Registry::new();
+        Gauges {
+            items: IntGauge::new("items", "items").unwrap(),
+            bytes: IntGauge::new("bytes", "bytes").unwrap(),
+            builds: crate::metrics::local::counter(&r, "builds", "builds", 1),
+        }
+    }
+
+    fn record(user: &str, order: &str) -> Vec<u8> {
+        keys::limit_order(key_slot(user.as_bytes()), user.as_bytes(), "p", order)
+    }
+
+    fn book(user: &str) -> Vec<u8> {
+        keys::limit_book(key_slot(user.as_bytes()), user.as_bytes(), b"p")
+    }
+
+    /// Write `keys` (each ending at its expiry) in one commit.
+    fn write(storage: &Storage, keys: &[(Vec<u8>, u64)]) {
+        let mut txn = Txn::new(storage, 0);
+        for (k, expires_at) in keys {
+            txn.put(
+                k.clone(),
+                value::encode(kind::LIMIT_ORDER, *expires_at, b"x"),
+            );
+        }
+        txn.finish_request(true);
+        let (batch, sync) = txn.into_commit().unwrap();
+        storage.write(batch, sync).unwrap();
+    }
+
+    fn held(known: &Known, keys: &[(Vec<u8>, u64)]) -> usize {
+        keys.iter()
+            .filter(|(k, _)| known.may_hold(known.hash(k)))
+            .count()
+    }
+
+    /// What is stored is held after the build, what was never written is
+    /// (but for false positives) not; a rebuild keeps every live key —
+    /// those written while it walks included — and leaves out the ended.
+    #[test]
+    fn holds_every_stored_key_and_a_rebuild_drops_the_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = StorageConfig {
+            data_dir: dir.path().to_path_buf(),
+            block_cache_mb: 8,
+            write_buffer_mb: 4,
+            ..StorageConfig::default()
+        };
+        let storage = Storage::open(&cfg, 1, Clock::system()).unwrap();
+        let live: Vec<(Vec<u8>, u64)> = (0..2_000)
+            .map(|i| (record(&format!("u{i}"), "o"), 0))
+            .chain((0..500).map(|i| (book(&format!("u{i}")), 1_000_000)))
+            .collect();
+        let ended: Vec<(Vec<u8>, u64)> = (0..2_000)
+            .map(|i| (record(&format!("u{i}"), "old"), 500))
+            .collect();
+        let never: Vec<(Vec<u8>, u64)> = (0..2_000)
+            .map(|i| (record(&format!("u{i}"), "never"), 0))
+            .collect();
+        write(&storage, &live);
+        write(&storage, &ended);
+
+        let mut known = Known::new(0, 1, gauges());
+        assert_eq!(
+            held(&known, &never),
+            never.len(),
+            "unbuilt: everything may be held"
+        );
+        known.build(&storage);
+        assert_eq!(held(&known, &live), live.len());
+        assert_eq!(
+            held(&known, &ended),
+            ended.len(),
+            "the build keeps the ended"
+        );
+        assert!(
+            held(&known, &never) < 100,
+            "{} false positives",
+            held(&known, &never)
+        );
+
+        // Grow it past its layers: a rebuild starts on the next tick.
+        for i in 0..4 * MIN_CAPACITY {
+            known.add(known.hash(format!("grown{i}").as_bytes()));
+        }
+        assert!(known.filter.layers() > MAX_LAYERS);
+        let now = 1_000;
+        let txn = Txn::new(&storage, 0);
+        known.tick(&txn, now);
+        assert!(known.rebuild.is_some(), "a rebuild runs");
+        // A key written after the walk passed its slot (the first tick
+        // walked the first 1024 slots).
+        let user = (0..)
+            .map(|i| format!("late{i}"))
+            .find(|u| key_slot(u.as_bytes()) < 1024)
+            .unwrap();
+        let late = vec![(record(&user, "o"), 0)];
+        write(&storage, &late);
+        known.add(known.hash(&late[0].0));
+        let mut ticks = 1;
+        while known.rebuild.is_some() {
+            known.tick(&txn, now);
+            ticks += 1;
+            assert!(ticks < 100, "the rebuild ends");
+        }
+        assert!(ticks > 1, "the rebuild took more than one tick");
+        assert_eq!(
+            known.gauges.builds.get(),
+            2,
+            "the build at start and the rebuild"
+        );
+        assert_eq!(known.filter.layers(), 1);
+        assert_eq!(held(&known, &live), live.len());
+        assert_eq!(held(&known, &late), 1);
+        assert!(
+            held(&known, &ended) < 100,
+            "{} ended keys kept",
+            held(&known, &ended)
+        );
+        // Items a false positive hid are not counted.
+        let items = known.gauges.items.get() as usize;
+        assert!(
+            (live.len() - 50..=live.len() + 1).contains(&items),
+            "{items} items"
+        );
+    }
+}

@@ -61,11 +61,11 @@ impl Rebuild {
         self.walk
             .step(txn, key_budget, slot_budget, keys::catalog_range, |k, _| {
                 let Some(key) = keys::parse_catalog(k) else {
-                    return false;
+                    return 0;
                 };
                 filter.insert(hash(key.into()));
                 *scanned += 1;
-                true
+                1
             })
     }
 }

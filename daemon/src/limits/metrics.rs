@@ -6,8 +6,7 @@
 //! without its name (client-chosen strings never become labels).
 
 use crate::metrics::local::{self, Counter as IntCounter, CounterVec};
-use crate::metrics::shard_gauge;
-use prometheus::{IntGaugeVec, Registry};
+use prometheus::Registry;
 use std::sync::Arc;
 
 #[derive(Clone)]
@@ -20,11 +19,6 @@ pub struct LimitsMetrics {
     pub releases: Arc<CounterVec>,
     /// Requests naming a policy the node doesn't have.
     pub unknown_policy: IntCounter,
-    /// The key filter of each shard (`limits::known`): items and memory.
-    pub filter_items: IntGaugeVec,
-    pub filter_bytes: IntGaugeVec,
-    /// Key filter builds finished (at start, and rebuilds).
-    pub filter_builds: IntCounter,
 }
 
 impl LimitsMetrics {
@@ -52,22 +46,6 @@ impl LimitsMetrics {
                 r,
                 "limit_unknown_policy_total",
                 "Purchase-limit requests naming a policy the node doesn't have",
-                writers,
-            ),
-            filter_items: shard_gauge(
-                r,
-                "limit_filter_items",
-                "Order records and books in the shard's key filter (ended ones until a rebuild)",
-            ),
-            filter_bytes: shard_gauge(
-                r,
-                "limit_filter_bytes",
-                "Memory of the shard's purchase-limit key filter",
-            ),
-            filter_builds: local::counter(
-                r,
-                "limit_filter_builds_total",
-                "Purchase-limit key filter builds finished (at start, and rebuilds)",
                 writers,
             ),
         }

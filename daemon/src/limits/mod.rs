@@ -11,7 +11,8 @@
 //!   one read and two writes of one shard's group commit. Counts of the
 //!   layout before books (one per key) are folded into books on open and on
 //!   slot import (`legacy`).
-//! - A Bloom filter over the shard's record and book keys (`known`) answers
+//! - A Bloom filter over the shard's record and book keys
+//!   ([`KeyFilter`]) answers
 //!   "absent" for a new order's record and a new user's book without a
 //!   read.
 //! - Policies: every shard holds the whole table (config, then the stored
@@ -24,7 +25,6 @@ pub mod admin;
 mod book;
 pub mod config;
 mod counter;
-mod known;
 mod legacy;
 pub mod metrics;
 mod order;
@@ -38,10 +38,11 @@ pub use metrics::LimitsMetrics;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::services::Registration;
+use crate::shard::known::KeyFilter;
 use crate::shard::service::{Cx, ShardService};
+use crate::storage::keys;
 use crate::storage::Storage;
 use hashbrown::HashMap;
-use known::Known;
 use order::OrderKeys;
 use policy::Policy;
 use rush_protocol::cmd::{LimitPolicySet, PolicyDef, PolicyListReply, PolicySetReply};
@@ -58,7 +59,7 @@ pub struct Limits {
     /// The shard this service serves (its column family).
     shard: usize,
     /// Which record and book keys the shard may hold.
-    known: Known,
+    known: KeyFilter,
 }
 
 impl Limits {
@@ -70,19 +71,18 @@ impl Limits {
         metrics: &Metrics,
         shard: usize,
     ) -> Result<Limits, String> {
-        let m = &metrics.limits;
-        let gauge = |v: &prometheus::IntGaugeVec| v.with_label_values(&[&shard.to_string()]);
-        let gauges = known::Gauges {
-            items: gauge(&m.filter_items),
-            bytes: gauge(&m.filter_bytes),
-            builds: m.filter_builds.clone(),
-        };
         let mut limits = Limits {
             policies: HashMap::new(),
             config: config.limits.clone(),
-            metrics: m.clone(),
+            metrics: metrics.limits.clone(),
             shard,
-            known: Known::new(shard, config.shard_count(), gauges),
+            known: KeyFilter::new(
+                "purchase-limit",
+                keys::limits_range,
+                shard,
+                config.shard_count(),
+                metrics.key_filter("limits", shard),
+            ),
         };
         for def in config.limits.policy_defs()? {
             limits.insert(def)?;
@@ -151,7 +151,7 @@ impl Limits {
 impl ShardService for Limits {
     fn open(&mut self, storage: &Storage) {
         self.fold_legacy(storage, 0..rush_protocol::SLOTS);
-        self.known.build(storage);
+        self.known.open(storage);
     }
 
     fn on_slots_imported(&mut self, slots: &[u16], storage: &Storage) {

@@ -9,7 +9,7 @@
 
 use super::book::Book;
 use super::counter::{corrupt, storage_error};
-use super::known::Known;
+use crate::shard::known::KeyFilter as Known;
 use crate::shard::txn::Txn;
 use crate::storage::keys;
 use crate::storage::keys::kind;

@@ -74,6 +74,11 @@ pub struct Metrics {
     pub auth_failures: IntCounter,
     pub row_cache_hits: IntCounter,
     pub row_cache_misses: IntCounter,
+    /// The key filters of each shard (`shard::known`), by filter: items,
+    /// memory and builds finished.
+    key_filter_items: IntGaugeVec,
+    key_filter_bytes: IntGaugeVec,
+    key_filter_builds: IntCounterVec,
     /// Requests a shard read for another shard's slot and forwarded (a
     /// client that isn't shard-aware; see SHARD_BIND).
     pub forwarded: local::Counter,
@@ -90,6 +95,18 @@ pub(crate) fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry
     r.register(Box::new(c.clone()))
         .expect("metric names are unique");
     c
+}
+
+impl Metrics {
+    /// The gauges of key filter `filter` of shard `shard`.
+    pub fn key_filter(&self, filter: &str, shard: usize) -> crate::shard::known::Gauges {
+        let shard = shard.to_string();
+        crate::shard::known::Gauges {
+            items: self.key_filter_items.with_label_values(&[filter, &shard]),
+            bytes: self.key_filter_bytes.with_label_values(&[filter, &shard]),
+            builds: self.key_filter_builds.with_label_values(&[filter]),
+        }
+    }
 }
 
 /// A gauge with one value per shard (label `shard`).
@@ -282,6 +299,36 @@ impl Metrics {
                 IntCounter::new(
                     "row_cache_misses_total",
                     "Storage reads the row cache could not answer",
+                )
+                .expect("valid"),
+            ),
+            key_filter_items: reg(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "key_filter_items",
+                        "Keys in a shard's key filter (deleted and ended ones until a rebuild)",
+                    ),
+                    &["filter", "shard"],
+                )
+                .expect("valid"),
+            ),
+            key_filter_bytes: reg(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new("key_filter_bytes", "Memory of a shard's key filter"),
+                    &["filter", "shard"],
+                )
+                .expect("valid"),
+            ),
+            key_filter_builds: reg(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "key_filter_builds_total",
+                        "Key filter builds finished (at start, and rebuilds)",
+                    ),
+                    &["filter"],
                 )
                 .expect("valid"),
             ),

@@ -31,6 +31,7 @@
 
 pub mod conn;
 pub(crate) mod forward;
+pub mod known;
 pub mod lanes;
 pub mod mailbox;
 mod pass;

@@ -217,6 +217,32 @@ impl<'s> Txn<'s> {
         self.storage.scan(self.shard, from, to, f)
     }
 
+    /// Visit every committed key of `[from, to)` at least once, with its
+    /// value, in no particular order: RocksDB's, then those still pending
+    /// write-back (without waiting for the write-back, as
+    /// [`Txn::scan_stored`] would). Keys the pending writes delete may be
+    /// visited (from RocksDB), and one may be visited twice: for indexes
+    /// that must hold every key and may hold more (the key filters).
+    pub fn scan_committed(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), StorageError> {
+        self.storage.scan(self.shard, from, to, |k, v| {
+            f(k, v);
+            true
+        })?;
+        if let Some(pending) = &self.pending {
+            for (k, v) in pending.borrow().in_range(from, to) {
+                if let Some(v) = v {
+                    f(k, v);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Up to `max` keys of `[from, to)` as this request sees them — RocksDB
     /// merged with the writes of earlier requests of the group and of this
     /// request — in key order; expired values included (callers check).

@@ -1,14 +1,16 @@
 //! A walk over a shard's slots a slice at a time, for indexes rebuilt from
-//! storage while the shard keeps serving (the catalog's and the limits'
-//! Bloom filters).
+//! storage while the shard keeps serving (the catalog's Bloom filter and
+//! the key filters).
 //!
 //! Each [`SlotWalk::step`] reads whole slots — a per-slot key range — until
-//! a budget of keys or of slots is spent, so a timer tick pauses the shard
-//! for a bounded time. It reads through the shard's [`Txn`] between groups:
-//! every committed write, including those not yet written back to RocksDB,
-//! and nothing uncommitted. An index being rebuilt must also take every key
-//! written while the walk runs (a key added to a slot already walked would
-//! be missed otherwise).
+//! a budget is spent, so a timer tick pauses the shard for a bounded time.
+//! It reads through the shard's [`Txn`] between groups
+//! ([`Txn::scan_committed`]): every committed key, including those not yet
+//! written back to RocksDB (without waiting for the write-back), maybe a
+//! deleted one or one twice, and nothing uncommitted — for indexes that
+//! must hold every key and may hold more. An index being rebuilt must also
+//! take every key written while the walk runs (a key added to a slot
+//! already walked would be missed otherwise).
 
 use super::txn::Txn;
 use crate::storage::StorageError;
@@ -29,31 +31,27 @@ impl SlotWalk {
     }
 
     /// Read whole slots — `range(slot)`, each key and value handed to `f`,
-    /// which says whether it counted against `key_budget` — until at least
-    /// `key_budget` keys counted, or `slot_budget` slots were read (each is
-    /// an iterator seek, even when empty), or every slot is done; true when
-    /// done.
+    /// which says what it cost — until the costs reach `budget`, or
+    /// `slot_budget` slots were read (each is an iterator seek, even when
+    /// empty), or every slot is done; true when done.
     pub fn step(
         &mut self,
         txn: &Txn,
-        key_budget: usize,
+        budget: usize,
         slot_budget: usize,
         range: impl Fn(u16) -> (Vec<u8>, Vec<u8>),
-        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+        mut f: impl FnMut(&[u8], &[u8]) -> usize,
     ) -> Result<bool, StorageError> {
-        let mut counted = 0usize;
+        let mut spent = 0usize;
         let mut slots = 0usize;
         while self.next <= self.last as u32 {
             let (from, to) = range(self.next as u16);
-            txn.scan_stored(&from, &to, |k, v| {
-                if f(k, v) {
-                    counted += 1;
-                }
-                true
+            txn.scan_committed(&from, &to, |k, v| {
+                spent = spent.saturating_add(f(k, v));
             })?;
             self.next += 1;
             slots += 1;
-            if counted >= key_budget || slots >= slot_budget {
+            if spent >= budget || slots >= slot_budget {
                 break;
             }
         }

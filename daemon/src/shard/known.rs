@@ -1,35 +1,37 @@
-//! Which order records and books the shard may hold: a Bloom filter over
-//! their keys, so the commonest acquire — a new order id, often a user's
-//! first order under the policy — learns that its record and book are
-//! absent without reading anything. (Reading an absent key costs a probe of
-//! the row cache, the write-back runs, RocksDB's memtables and a filter
-//! check in every SST level: about a fifth of the shard's time in the
-//! limits bench before this filter; see bench/results/NOTES.md.)
+//! Which keys of one kind a shard may hold: a Bloom filter over their
+//! storage keys, so a read of a key the shard certainly doesn't have — a
+//! new order's record, a new user's book, a counter's first INCR — is
+//! answered "absent" without reading anything. (Reading an absent key costs
+//! a probe of the row cache, the write-back runs, RocksDB's memtables and a
+//! filter check in every SST level: about a fifth of the shard's time in
+//! the limits bench before this filter; see bench/results/NOTES.md.)
 //!
-//! The filter holds every key of those two kinds the shard may have:
-//! - built from storage before the shard serves anything;
-//! - given every key an acquire or a release writes, when it is written,
+//! A service keeps one per shard for the keys of a per-slot range
+//! ([`KeyFilter::new`]'s `range`) and must give it every key it holds:
+//! - built from storage before the shard serves, when the keyspace is
+//!   small; a large one is built on after the start, a slice per timer tick
+//!   ([`SlotWalk`]), so it doesn't hold up the start (until it is built
+//!   every key "may" be held and is read);
+//! - given every key the service writes in that range, when it is staged,
 //!   before the commit (a key whose commit then fails is a false positive,
 //!   never a miss);
 //! - given every key of a slot that becomes the shard's, when it does.
 //!
-//! Nothing leaves it: records end after their policy's retention, books with
-//! their last count. When it has grown to more than [`MAX_LAYERS`] layers
-//! (three times what it was sized for, which was half again what was live
-//! at its last build) it is rebuilt from storage in the background, a slice
-//! per timer tick ([`SlotWalk`]), taking every key written meanwhile too.
-//! Until a build succeeds (storage failing at start or at a slot import),
-//! every key "may" be held and is read.
+//! Nothing leaves it: keys deleted or ended stay until it is rebuilt. When
+//! it has grown to more than [`MAX_LAYERS`] layers (three times what it was
+//! sized for, which was half again what was live at its last build) it is
+//! rebuilt from storage in the background, a slice per timer tick
+//! the same way, taking every key written meanwhile too. Until a build
+//! succeeds (storage failing at start or at a slot import), every key "may"
+//! be held and is read.
 
 use crate::bloom::ScalableBloom;
-use crate::metrics::local::Counter;
 use crate::shard::txn::Txn;
 use crate::shard::walk::SlotWalk;
-use crate::storage::keys;
 use crate::storage::value::Stored;
 use crate::storage::Storage;
 use hashbrown::DefaultHashBuilder;
-use prometheus::IntGauge;
+use prometheus::{IntCounter, IntGauge};
 use std::hash::BuildHasher;
 
 /// The filter's false-positive rate: one new order in a hundred reads its
@@ -42,14 +44,22 @@ const MIN_CAPACITY: u64 = 1 << 20;
 /// so two hold three times the first's items at about 11 bytes per item of
 /// the first's capacity.
 const MAX_LAYERS: usize = 2;
-/// Keys a background rebuild reads per tick: about 2 ms of the shard's
-/// time (20 000, the catalog's default, raised the limits bench's p99 from
-/// 26 to 44 ms).
-const REBUILD_KEYS_PER_TICK: usize = 5_000;
+/// What a build reads per tick, in units of a key or of 256 bytes of keys
+/// and values, whichever is more: about 2 ms of the shard's time for small
+/// values (20 000 keys, the catalog's default, raised the limits bench's
+/// p99 from 26 to 44 ms), at most about 1.3 MB for large ones.
+const BUILD_COST_PER_TICK: usize = 5_000;
+/// What the build at open reads at most before the shard serves (a
+/// quarter of a second or so: a million small keys).
+const OPEN_BUILD_COST: usize = 1_000_000;
 /// Slots a rebuild reads per tick at most (each is a seek, even when empty).
 const REBUILD_SLOTS_PER_TICK: usize = 1024;
 
-pub struct Known {
+pub struct KeyFilter {
+    /// What the filter holds, for logs ("purchase-limit", "kv").
+    what: &'static str,
+    /// The range of one slot's keys of this kind.
+    range: fn(u16) -> (Vec<u8>, Vec<u8>),
     hasher: DefaultHashBuilder,
     filter: ScalableBloom,
     /// False until a build from storage succeeded: every key may be held.
@@ -67,15 +77,25 @@ pub struct Known {
 pub struct Gauges {
     pub items: IntGauge,
     pub bytes: IntGauge,
-    pub builds: Counter,
+    pub builds: IntCounter,
 }
 
-impl Known {
-    pub fn new(shard: usize, shards: usize, gauges: Gauges) -> Known {
+impl KeyFilter {
+    /// The filter of shard `shard` of `shards` over the keys of
+    /// `range(slot)` in each of its slots.
+    pub fn new(
+        what: &'static str,
+        range: fn(u16) -> (Vec<u8>, Vec<u8>),
+        shard: usize,
+        shards: usize,
+        gauges: Gauges,
+    ) -> KeyFilter {
         let slots = crate::shard::route::slots_of_shard(shard, shards);
-        Known {
+        KeyFilter {
+            what,
+            range,
             hasher: DefaultHashBuilder::default(),
-            filter: ScalableBloom::new(MIN_CAPACITY, FP_RATE),
+            filter: ScalableBloom::blocked(MIN_CAPACITY, FP_RATE),
             ready: false,
             rebuild: None,
             first: *slots.start(),
@@ -90,8 +110,7 @@ impl Known {
         self.hasher.hash_one(key)
     }
 
-    /// Might the shard hold `key` (an order record or a book)? False means
-    /// certainly not.
+    /// Might the shard hold the key of `hash`? False means certainly not.
     #[inline]
     pub fn may_hold(&self, hash: u64) -> bool {
         !self.ready || self.filter.contains(hash)
@@ -105,24 +124,19 @@ impl Known {
         }
     }
 
-    /// Build the filter from storage before the shard serves anything
-    /// (every stored key, ended or not: the first rebuild leaves out the
-    /// ended).
-    pub fn build(&mut self, storage: &Storage) {
+    /// Before the shard serves: build the filter at once if the keyspace
+    /// is small (up to [`OPEN_BUILD_COST`]); a larger one is built on from
+    /// there by the timer, so it doesn't hold up the start.
+    pub fn open(&mut self, storage: &Storage) {
         self.start_rebuild();
-        self.step(&Txn::new(storage, self.shard), 0, usize::MAX, usize::MAX);
-        if !self.ready {
-            tracing::error!(
-                shard = self.shard,
-                "building the purchase-limit key filter failed; every order reads its record until a rebuild succeeds"
-            );
-        }
+        let txn = Txn::new(storage, self.shard);
+        self.step(&txn, 0, OPEN_BUILD_COST, usize::MAX);
     }
 
     /// Slots became the shard's: their keys join the filter.
     pub fn import(&mut self, storage: &Storage, slots: &[u16]) {
         for &slot in slots {
-            let (from, to) = keys::limits_range(slot);
+            let (from, to) = (self.range)(slot);
             let mut hashes = Vec::new();
             let scanned = storage.scan(self.shard, &from, &to, |k, _| {
                 hashes.push(self.hash(k));
@@ -131,7 +145,7 @@ impl Known {
             if let Err(e) = scanned {
                 // Without the slot's keys the filter could deny them: read
                 // every key until a rebuild succeeds.
-                tracing::error!(shard = self.shard, slot, error = %e, "reading an imported slot's purchase-limit keys failed; filter off until rebuilt");
+                tracing::error!(shard = self.shard, slot, error = %e, "reading an imported slot's {} keys failed; filter off until rebuilt", self.what);
                 self.ready = false;
                 return;
             }
@@ -142,19 +156,21 @@ impl Known {
         self.refresh_gauges();
     }
 
-    /// Timer: start a rebuild if one is due, advance the one running.
+    /// Timer: start a build if the filter was never built (or a build
+    /// failed) or has grown past its layers, and advance the one running.
     pub fn tick(&mut self, txn: &Txn, now: u64) {
         if self.rebuild.is_none() && (!self.ready || self.filter.layers() > MAX_LAYERS) {
             tracing::debug!(
                 shard = self.shard,
                 items = self.filter.items(),
                 layers = self.filter.layers(),
-                "rebuilding the purchase-limit key filter"
+                "rebuilding the {} key filter",
+                self.what
             );
             self.start_rebuild();
         }
         if self.rebuild.is_some() {
-            self.step(txn, now, REBUILD_KEYS_PER_TICK, REBUILD_SLOTS_PER_TICK);
+            self.step(txn, now, BUILD_COST_PER_TICK, REBUILD_SLOTS_PER_TICK);
         }
         self.refresh_gauges();
     }
@@ -165,25 +181,24 @@ impl Known {
         let live = if self.ready { self.filter.items() } else { 0 };
         let capacity = live.saturating_add(live / 2).max(MIN_CAPACITY);
         self.rebuild = Some((
-            ScalableBloom::new(capacity, FP_RATE),
+            ScalableBloom::blocked(capacity, FP_RATE),
             SlotWalk::new(self.first, self.last),
         ));
     }
 
     /// Walk a slice; when the walk is done the new filter replaces the old.
     /// Keys that have ended by `now` are left out.
-    fn step(&mut self, txn: &Txn, now: u64, key_budget: usize, slot_budget: usize) {
+    fn step(&mut self, txn: &Txn, now: u64, budget: usize, slots: usize) {
         let Some((next, walk)) = &mut self.rebuild else {
             return;
         };
         let hasher = &self.hasher;
-        let walked = walk.step(txn, key_budget, slot_budget, keys::limits_range, |k, v| {
+        let walked = walk.step(txn, budget, slots, self.range, |k, v| {
             // A value that doesn't decode is kept: reading it reports it.
-            if Stored::decode(v).is_ok_and(|s| !s.is_live(now)) {
-                return false;
+            if !Stored::decode(v).is_ok_and(|s| !s.is_live(now)) {
+                next.insert(hasher.hash_one(k));
             }
-            next.insert(hasher.hash_one(k));
-            true
+            ((k.len() + v.len()) / 256).max(1)
         });
         match walked {
             Ok(false) => {}
@@ -194,7 +209,7 @@ impl Known {
                 self.gauges.builds.inc();
             }
             Err(e) => {
-                tracing::warn!(shard = self.shard, error = %e, "purchase-limit key filter rebuild failed; retrying");
+                tracing::warn!(shard = self.shard, error = %e, "{} key filter rebuild failed; retrying", self.what);
                 self.rebuild = None;
             }
         }
@@ -214,16 +229,16 @@ mod tests {
     use super::*;
     use crate::clock::Clock;
     use crate::config::StorageConfig;
+    use crate::storage::keys;
     use crate::storage::keys::kind;
     use crate::storage::value;
     use rush_protocol::key_slot;
 
     fn gauges() -> Gauges {
-        let r = prometheus::Registry::new();
         Gauges {
             items: IntGauge::new("items", "items").unwrap(),
             bytes: IntGauge::new("bytes", "bytes").unwrap(),
-            builds: crate::metrics::local::counter(&r, "builds", "builds", 1),
+            builds: IntCounter::new("builds", "builds").unwrap(),
         }
     }
 
@@ -249,7 +264,7 @@ mod tests {
         storage.write(batch, sync).unwrap();
     }
 
-    fn held(known: &Known, keys: &[(Vec<u8>, u64)]) -> usize {
+    fn held(known: &KeyFilter, keys: &[(Vec<u8>, u64)]) -> usize {
         keys.iter()
             .filter(|(k, _)| known.may_hold(known.hash(k)))
             .count()
@@ -281,13 +296,17 @@ mod tests {
         write(&storage, &live);
         write(&storage, &ended);
 
-        let mut known = Known::new(0, 1, gauges());
+        let mut known = KeyFilter::new("purchase-limit", keys::limits_range, 0, 1, gauges());
         assert_eq!(
             held(&known, &never),
             never.len(),
             "unbuilt: everything may be held"
         );
-        known.build(&storage);
+        // Built on the timer, as of before anything ended.
+        let txn = Txn::new(&storage, 0);
+        while !known.ready {
+            known.tick(&txn, 0);
+        }
         assert_eq!(held(&known, &live), live.len());
         assert_eq!(
             held(&known, &ended),
@@ -306,7 +325,6 @@ mod tests {
         }
         assert!(known.filter.layers() > MAX_LAYERS);
         let now = 1_000;
-        let txn = Txn::new(&storage, 0);
         known.tick(&txn, now);
         assert!(known.rebuild.is_some(), "a rebuild runs");
         // A key written after the walk passed its slot (the first tick

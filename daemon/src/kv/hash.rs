@@ -298,7 +298,6 @@ impl HashWrite {
         } else if self.head.fields == 0 {
             txn.delete(skey);
         } else {
-            kv.writing(&skey);
             txn.put(skey, self.head.encode(self.expires_at));
         }
         kv.mark_durable(txn);

@@ -3,10 +3,6 @@
 //! `keys::kv(slot, key)`; a value's kind (string or hash header) is in its
 //! header. A hash's fields are values of their own (see `hash`).
 //!
-//! A Bloom filter over the shard's generic keys ([`KeyFilter`]) answers a
-//! read of a key the shard has never held — a counter's first INCR, a GET
-//! that misses — without reading storage.
-//!
 //! One file per request, named as in `rush_protocol::cmd`.
 
 mod batch;
@@ -29,27 +25,21 @@ mod set_keepttl;
 mod ttl;
 
 use crate::services::{no_broadcast, Registration};
-use crate::shard::known::KeyFilter;
 use crate::shard::service::{Cx, ShardService};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
 use crate::storage::keys::kind;
 use crate::storage::value::{self, Stored};
-use crate::storage::Storage;
 use bytes::Bytes;
 use rush_protocol::{Reply, Request, RushError, Service};
-use std::cell::RefCell;
 
 pub use hash::MAX_HASH_BYTES;
 
-/// The generic key service of one shard: its settings and its key filter;
-/// every read the filter lets through goes through the group's [`Txn`].
+/// The generic key service of one shard. Stateless apart from its settings:
+/// every read goes through the group's [`Txn`] to RocksDB.
 pub struct Kv {
     /// Fsync KV writes before answering (`storage.kv_durability = "sync"`).
     pub durable: bool,
-    /// Which generic keys the shard may hold. In a cell: the requests read
-    /// and write through `&self` (a batch runs them one by one).
-    known: RefCell<KeyFilter>,
 }
 
 /// What a generic key holds right now.
@@ -65,39 +55,20 @@ pub(crate) fn storage_error(e: impl std::fmt::Display) -> RushError {
 
 pub const REGISTRATION: Registration = Registration {
     service: Service::Kv,
-    build: |ctx, shard| {
+    build: |ctx, _shard| {
         Ok(Box::new(Kv {
             durable: ctx.config.storage.kv_durability == crate::config::Durability::Sync,
-            known: RefCell::new(KeyFilter::new(
-                "kv",
-                |slot| keys::keyspace_range(slot, keys::ks::KV),
-                shard,
-                ctx.config.shard_count(),
-                ctx.metrics.key_filter("kv", shard),
-            )),
         }))
     },
     combine: no_broadcast,
 };
 
 impl ShardService for Kv {
-    fn open(&mut self, storage: &Storage) {
-        self.known.get_mut().open(storage);
-    }
-
     fn apply(&mut self, req: &Request, cx: &mut Cx) -> Result<Reply, RushError> {
         match req {
             Request::Batch(b) => self.batch(b, cx.now, cx.txn),
             op => self.op(op, cx.now, cx.txn, false),
         }
-    }
-
-    fn tick(&mut self, cx: &mut Cx) {
-        self.known.get_mut().tick(cx.txn, cx.now);
-    }
-
-    fn on_slots_imported(&mut self, slots: &[u16], storage: &Storage) {
-        self.known.get_mut().import(storage, slots);
     }
 }
 
@@ -139,12 +110,6 @@ impl Kv {
 
     /// [`Kv::load`] of the key whose storage key is `skey`.
     pub(crate) fn load_at(&self, skey: &[u8], now: u64, txn: &Txn) -> Result<Entry, RushError> {
-        {
-            let known = self.known.borrow();
-            if !known.may_hold(known.hash(skey)) {
-                return Ok(Entry::Missing);
-            }
-        }
         let Some(raw) = txn.get(skey).map_err(storage_error)? else {
             return Ok(Entry::Missing);
         };
@@ -202,7 +167,6 @@ impl Kv {
 
     /// [`Kv::store_string`] at storage key `skey`.
     pub(crate) fn store_string_at(&self, skey: Vec<u8>, expires_at: u64, v: &[u8], txn: &mut Txn) {
-        self.writing(&skey);
         txn.put(skey, value::encode(kind::STRING, expires_at, v));
         self.mark_durable(txn);
     }
@@ -210,13 +174,6 @@ impl Kv {
     pub(crate) fn remove(&self, key: &[u8], txn: &mut Txn) {
         txn.delete(keys::kv(rush_protocol::key_slot(key), key));
         self.mark_durable(txn);
-    }
-
-    /// The generic key `skey` is being written: the filter takes it.
-    fn writing(&self, skey: &[u8]) {
-        let mut known = self.known.borrow_mut();
-        let hash = known.hash(skey);
-        known.add(hash);
     }
 
     fn mark_durable(&self, txn: &mut Txn) {

@@ -1,7 +1,7 @@
 //! Which keys of one kind a shard may hold: a Bloom filter over their
 //! storage keys, so a read of a key the shard certainly doesn't have — a
-//! new order's record, a new user's book, a counter's first INCR — is
-//! answered "absent" without reading anything. (Reading an absent key costs
+//! new order's record, a new user's book — is answered "absent" without
+//! reading anything. (Reading an absent key costs
 //! a probe of the row cache, the write-back runs, RocksDB's memtables and a
 //! filter check in every SST level: about a fifth of the shard's time in
 //! the limits bench before this filter; see bench/results/NOTES.md.)
@@ -20,8 +20,8 @@
 //! Nothing leaves it: keys deleted or ended stay until it is rebuilt. When
 //! it has grown to more than [`MAX_LAYERS`] layers (three times what it was
 //! sized for, which was half again what was live at its last build) it is
-//! rebuilt from storage in the background, a slice per timer tick
-//! the same way, taking every key written meanwhile too. Until a build
+//! rebuilt from storage in the background, a slice per timer tick, taking
+//! every key written meanwhile too. Until a build
 //! succeeds (storage failing at start or at a slot import), every key "may"
 //! be held and is read.
 
@@ -37,8 +37,8 @@ use std::hash::BuildHasher;
 /// The filter's false-positive rate: one new order in a hundred reads its
 /// (absent) record anyway.
 const FP_RATE: f64 = 0.01;
-/// The smallest filter (items; 1.2 MiB), so a shard that starts empty
-/// takes three million keys before its first rebuild.
+/// The smallest filter (items; about 1.4 MiB), so a shard that starts
+/// empty takes three million keys before its first rebuild.
 const MIN_CAPACITY: u64 = 1 << 20;
 /// Layers past which the filter is rebuilt: each is twice the one before,
 /// so two hold three times the first's items at about 11 bytes per item of
@@ -56,7 +56,7 @@ const OPEN_BUILD_COST: usize = 1_000_000;
 const REBUILD_SLOTS_PER_TICK: usize = 1024;
 
 pub struct KeyFilter {
-    /// What the filter holds, for logs ("purchase-limit", "kv").
+    /// What the filter holds, for logs ("purchase-limit").
     what: &'static str,
     /// The range of one slot's keys of this kind.
     range: fn(u16) -> (Vec<u8>, Vec<u8>),
@@ -73,7 +73,7 @@ pub struct KeyFilter {
     pub gauges: Gauges,
 }
 
-/// The filter's size, per shard.
+/// The filter's size and builds (`Metrics::key_filter`).
 pub struct Gauges {
     pub items: IntGauge,
     pub bytes: IntGauge,

@@ -156,18 +156,10 @@ fn reserve(seq: &mut Seq, slot: u16, spec: &SeqSpec, txn: &mut Txn) -> Option<(u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::Clock;
-    use crate::config::StorageConfig;
     use crate::storage::Storage;
 
     fn open(dir: &std::path::Path) -> Storage {
-        let cfg = StorageConfig {
-            data_dir: dir.to_path_buf(),
-            block_cache_mb: 8,
-            write_buffer_mb: 4,
-            ..StorageConfig::default()
-        };
-        Storage::open(&cfg, 1, Clock::system()).unwrap()
+        Storage::open_small(dir, Default::default())
     }
 
     /// Hand out `n` IDs in groups of `group`, committing each group.

@@ -227,8 +227,6 @@ impl KeyFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::Clock;
-    use crate::config::StorageConfig;
     use crate::storage::keys;
     use crate::storage::keys::kind;
     use crate::storage::value;
@@ -276,13 +274,7 @@ mod tests {
     #[test]
     fn holds_every_stored_key_and_a_rebuild_drops_the_ended() {
         let dir = tempfile::tempdir().unwrap();
-        let cfg = StorageConfig {
-            data_dir: dir.path().to_path_buf(),
-            block_cache_mb: 8,
-            write_buffer_mb: 4,
-            ..StorageConfig::default()
-        };
-        let storage = Storage::open(&cfg, 1, Clock::system()).unwrap();
+        let storage = Storage::open_small(dir.path(), Default::default());
         let live: Vec<(Vec<u8>, u64)> = (0..2_000)
             .map(|i| (record(&format!("u{i}"), "o"), 0))
             .chain((0..500).map(|i| (book(&format!("u{i}")), 1_000_000)))

@@ -276,8 +276,6 @@ pub fn slot_of(key: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::Clock;
-    use crate::config::StorageConfig;
     use crate::storage::Storage;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -342,13 +340,7 @@ mod tests {
     fn a_run_that_fails_to_land_is_written_again() {
         for cap in [0, 1 << 20] {
             let dir = tempfile::tempdir().unwrap();
-            let cfg = StorageConfig {
-                data_dir: dir.path().to_path_buf(),
-                block_cache_mb: 8,
-                write_buffer_mb: 4,
-                ..StorageConfig::default()
-            };
-            let storage = Arc::new(Storage::open(&cfg, 1, Clock::system()).unwrap());
+            let storage = Arc::new(Storage::open_small(dir.path(), Default::default()));
             let poll = mio::Poll::new().unwrap();
             let (wake, _mailbox) =
                 super::super::mailbox::mailbox(0, &poll, mio::Token(0), 16).unwrap();

@@ -400,8 +400,6 @@ impl<'s> Txn<'s> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::Clock;
-    use crate::config::StorageConfig;
 
     /// A key of slot 5 (`a…`) or 6 (`b…`): storage keys start with their slot.
     fn k(s: &[u8]) -> Vec<u8> {
@@ -416,14 +414,7 @@ mod tests {
             crate::config::Memtable::Skiplist,
         ] {
             let dir = tempfile::tempdir().unwrap();
-            let cfg = StorageConfig {
-                data_dir: dir.path().to_path_buf(),
-                block_cache_mb: 8,
-                write_buffer_mb: 4,
-                memtable,
-                ..StorageConfig::default()
-            };
-            let storage = Storage::open(&cfg, 1, Clock::system()).unwrap();
+            let storage = Storage::open_small(dir.path(), memtable);
             let mut txn = Txn::new(&storage, 0);
             for key in [&b"a1"[..], b"a2", b"a3", b"b1"] {
                 txn.put(k(key), key.to_vec());

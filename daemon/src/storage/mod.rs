@@ -117,6 +117,20 @@ pub struct Storage {
 }
 
 impl Storage {
+    /// A small one-shard store in `dir` on the system clock, for unit tests
+    /// (8 MiB block cache, 4 MiB memtables; `memtable` as given).
+    #[cfg(test)]
+    pub fn open_small(dir: &Path, memtable: crate::config::Memtable) -> Storage {
+        let cfg = StorageConfig {
+            data_dir: dir.to_path_buf(),
+            block_cache_mb: 8,
+            write_buffer_mb: 4,
+            memtable,
+            ..StorageConfig::default()
+        };
+        Storage::open(&cfg, 1, Clock::system()).expect("a small store opens")
+    }
+
     /// Open (or create) the data directory with `shards` shard column
     /// families. A directory written with another shard count is rebalanced:
     /// every key is moved to the column family of its slot's new shard, in

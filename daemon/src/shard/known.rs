@@ -49,8 +49,9 @@ const MAX_LAYERS: usize = 2;
 /// values (20 000 keys, the catalog's default, raised the limits bench's
 /// p99 from 26 to 44 ms), at most about 1.3 MB for large ones.
 const BUILD_COST_PER_TICK: usize = 5_000;
-/// What the build at open reads at most before the shard serves (a
-/// quarter of a second or so: a million small keys).
+/// What the build at open reads at most before the shard serves: a
+/// million small keys, or about 256 MB of larger ones (its time at open
+/// was not measured).
 const OPEN_BUILD_COST: usize = 1_000_000;
 /// Slots a rebuild reads per tick at most (each is a seek, even when empty).
 const REBUILD_SLOTS_PER_TICK: usize = 1024;

@@ -5,7 +5,7 @@
 //! One run is in flight at a time. The shard hands it over read-only (an
 //! `Arc`: the shard's scans still merge it until RocksDB holds it),
 //! the thread writes it in key order with the log position it reaches
-//! (`Storage::write_back`: flushed to an SST file, then the position
+//! (`Storage::write_back`: one SST file ingested, then the position
 //! synced), says so on a channel and wakes the shard. Freeing a run (a few
 //! hundred thousand keys and values) is also its work, not the shard's.
 

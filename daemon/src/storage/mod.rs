@@ -29,7 +29,7 @@ use crate::config::StorageConfig;
 use crate::metrics::local::{Counter, Gauge};
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBPinnableSlice, Direction,
-    IteratorMode, Options, ReadOptions, WriteOptions, DB,
+    IngestExternalFileOptions, IteratorMode, Options, ReadOptions, SstFileWriter, WriteOptions, DB,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,6 +38,19 @@ pub use rocksdb::WriteBatch;
 
 /// The size of the batches a write back is cut into.
 const WRITE_BACK_CHUNK: usize = 1 << 20;
+
+/// Where a shard's run is written as an SST file before RocksDB takes it
+/// in (`<data>/ingest/shard-N.sst`; emptied at open).
+const INGEST_DIR: &str = "ingest";
+
+/// Level-0 files at which a run's ingestion waits for compaction to catch
+/// up (RocksDB's `level0_slowdown_writes_trigger`: where a flush would have
+/// slowed writes). An ingestion is never stalled by RocksDB itself, and
+/// every level-0 file is one more filter probe for each read of an absent
+/// key.
+const INGEST_WAIT_L0_FILES: u64 = 20;
+/// The longest an ingestion waits for that (then it goes ahead).
+const INGEST_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A raw key and value.
 pub type RawPair = (Vec<u8>, Vec<u8>);
@@ -102,14 +115,17 @@ pub struct Storage {
     dir: PathBuf,
     sync_opts: WriteOptions,
     relaxed_opts: WriteOptions,
-    /// Write-back batches: the shard's log holds them until RocksDB has
-    /// flushed them ([`Storage::write_back`]).
-    unlogged_opts: WriteOptions,
     /// Point reads' options, made once (`get_pinned_cf` makes and frees a
     /// C++ `ReadOptions` per read).
     point_read_opts: ReadOptions,
     /// The memtable is one skiplist per slot (see [`Storage::scan`]).
     slot_memtable: bool,
+    /// A shard column family's options, for the SST files runs are
+    /// written to ([`Storage::write_back`]): the same table format,
+    /// filters and compression as its flushes.
+    sst_opts: Options,
+    /// Those files are moved into the database, not copied.
+    ingest_opts: IngestExternalFileOptions,
     /// Per shard: the last shard-log record its column family holds (every
     /// log was replayed at open, so a shard's new log starts after it).
     log_through: Vec<u64>,
@@ -226,8 +242,6 @@ impl Storage {
 
         let mut sync_opts = WriteOptions::default();
         sync_opts.set_sync(true);
-        let mut unlogged_opts = WriteOptions::default();
-        unlogged_opts.disable_wal(true);
         // Before rebalancing: a log holds its shard's keys of the layout
         // the directory was written with.
         replay_logs(&db, &dir, &sync_opts)?;
@@ -235,6 +249,19 @@ impl Storage {
         let log_through = (0..shards)
             .map(|i| log_marker(&db, &dir, i))
             .collect::<Result<Vec<u64>, StorageError>>()?;
+
+        // A run's file left by a crash is not in the database (its log
+        // records were replayed above).
+        let ingest = dir.join(INGEST_DIR);
+        match std::fs::remove_dir_all(&ingest) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        std::fs::create_dir_all(&ingest)?;
+        let sst_opts = shard_opts(&cf::shard(0));
+        let mut ingest_opts = IngestExternalFileOptions::default();
+        ingest_opts.set_move_files(true);
 
         let db = Arc::new(db);
         // Only a weak reference: the filters never keep the database open.
@@ -245,9 +272,10 @@ impl Storage {
             dir,
             sync_opts,
             relaxed_opts: WriteOptions::default(),
-            unlogged_opts,
             point_read_opts: ReadOptions::default(),
             slot_memtable: cfg.memtable == crate::config::Memtable::SlotHash,
+            sst_opts,
+            ingest_opts,
             log_through,
             stats: StorageStats::new(shards),
         })
@@ -265,28 +293,32 @@ impl Storage {
     }
 
     /// Write a shard's pending writes, in the order given (key order: a
-    /// sorted run), then the last log record they reach, synced: once it
-    /// returns, that part of the shard's log may go.
+    /// sorted run, each key once), then the last log record they reach,
+    /// synced: once it returns, that part of the shard's log may go.
     ///
-    /// A run written in the background skips RocksDB's WAL: the shard's log
-    /// already holds it, and copying it through the WAL as well was 5–6 % of
-    /// the CPU of every write workload (bench/results/NOTES.md). Instead the
-    /// memtable is flushed to an SST file before the log position is
-    /// written, so a crash either finds the position with the run on disk,
-    /// or the old position and the log records to replay (which write the
-    /// same newest values again).
+    /// A run written in the background is written as one SST file, synced,
+    /// and moved into the shard's column family (RocksDB's external file
+    /// ingestion): no WAL (the shard's log already holds the run), no
+    /// memtable insert, no flush. Building a WriteBatch, inserting it into
+    /// the memtable and flushing that was a fifth of the CPU of every write
+    /// workload, and the WAL copy another 5–6 % before it was skipped
+    /// (bench/results/NOTES.md). A crash either finds the position with
+    /// the run in the database, or the old position and the log records to
+    /// replay (which write the same newest values again).
     ///
     /// A run the shard waits for (`through_wal`: a scan that must see
     /// RocksDB whole, a slot move) goes through the WAL instead, unsynced
-    /// but for the last batch, with the position: one fsync, where a flush
+    /// but for the last batch, with the position: one fsync, where a file
     /// would cost more and leave a small SST file per wait (a link slot's
     /// first load under write traffic waits for one: 168 flushes in 8 s,
-    /// and shorten at 0.57× its throughput, when these flushed too). Runs
-    /// land one at a time, so a WAL record never precedes an unflushed run.
+    /// and shorten at 0.57× its throughput, when these flushed too). Its
+    /// writes sit in the memtable, under the WAL; the next ingested run
+    /// flushes them first when their keys overlap (RocksDB does, so that
+    /// the newer run stays newer).
     ///
-    /// The run goes in batches of about [`WRITE_BACK_CHUNK`] (one large
-    /// batch would grow, copying itself, into fresh memory the kernel must
-    /// zero first: a quarter of the CPU in a profile).
+    /// Those batches are about [`WRITE_BACK_CHUNK`] each (one large batch
+    /// would grow, copying itself, into fresh memory the kernel must zero
+    /// first: a quarter of the CPU in a profile).
     pub fn write_back<'a>(
         &self,
         shard: usize,
@@ -295,25 +327,23 @@ impl Storage {
         through_wal: bool,
     ) -> Result<(), StorageError> {
         let cf = self.cf(shard);
-        let opts = if through_wal {
-            &self.relaxed_opts
+        let mut batch = WriteBatch::with_capacity_bytes(WRITE_BACK_CHUNK + (64 << 10));
+        if through_wal {
+            for (k, v) in run {
+                match v {
+                    Some(v) => batch.put_cf(cf, k, v),
+                    None => batch.delete_cf(cf, k),
+                }
+                if batch.size_in_bytes() >= WRITE_BACK_CHUNK {
+                    let full = std::mem::replace(
+                        &mut batch,
+                        WriteBatch::with_capacity_bytes(WRITE_BACK_CHUNK + (64 << 10)),
+                    );
+                    self.write_with(full, &self.relaxed_opts)?;
+                }
+            }
         } else {
-            &self.unlogged_opts
-        };
-        let chunk = || WriteBatch::with_capacity_bytes(WRITE_BACK_CHUNK + (64 << 10));
-        let mut batch = chunk();
-        for (k, v) in run {
-            match v {
-                Some(v) => batch.put_cf(cf, k, v),
-                None => batch.delete_cf(cf, k),
-            }
-            if batch.size_in_bytes() >= WRITE_BACK_CHUNK {
-                self.write_with(std::mem::replace(&mut batch, chunk()), opts)?;
-            }
-        }
-        if !through_wal {
-            self.write_with(std::mem::replace(&mut batch, chunk()), opts)?;
-            self.counted(self.db.flush_cf(cf))?;
+            self.ingest(shard, run)?;
         }
         batch.put_cf(
             self.meta_cf(),
@@ -321,6 +351,51 @@ impl Storage {
             through.to_be_bytes(),
         );
         self.write_with(batch, &self.sync_opts)
+    }
+
+    /// Write `run` (strictly ascending keys) to an SST file and move it
+    /// into shard `shard`'s column family. Nothing to write, no file.
+    fn ingest<'a>(
+        &self,
+        shard: usize,
+        run: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+    ) -> Result<(), StorageError> {
+        let path = self.dir.join(INGEST_DIR).join(format!("shard-{shard}.sst"));
+        let mut file = SstFileWriter::create(&self.sst_opts);
+        self.counted(file.open(&path))?;
+        let mut empty = true;
+        for (k, v) in run {
+            self.counted(match v {
+                Some(v) => file.put(k, v),
+                None => file.delete(k),
+            })?;
+            empty = false;
+        }
+        if empty {
+            return Ok(());
+        }
+        // Synced here; moved (linked) by the ingestion, which syncs the
+        // directory and the manifest.
+        self.counted(file.finish())?;
+        self.wait_for_level0(shard);
+        self.counted(self.db.ingest_external_file_cf_opts(
+            self.cf(shard),
+            &self.ingest_opts,
+            vec![&path],
+        ))
+    }
+
+    /// Wait (at most [`INGEST_WAIT_MAX`]) while shard `shard` has
+    /// [`INGEST_WAIT_L0_FILES`] or more level-0 files.
+    fn wait_for_level0(&self, shard: usize) {
+        let started = std::time::Instant::now();
+        let level0 = rocksdb::properties::num_files_at_level(0);
+        while let Ok(Some(n)) = self.db.property_int_value_cf(self.cf(shard), &level0) {
+            if n < INGEST_WAIT_L0_FILES || started.elapsed() >= INGEST_WAIT_MAX {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 
     fn write_with(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<(), StorageError> {
@@ -638,5 +713,90 @@ impl Drop for Storage {
     /// thread, which would wait for itself.
     fn drop(&mut self) {
         self.db.cancel_all_background_work(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(slot: u16, name: &str) -> Vec<u8> {
+        let mut k = slot.to_be_bytes().to_vec();
+        k.extend_from_slice(name.as_bytes());
+        k
+    }
+
+    fn read(storage: &Storage, k: &[u8]) -> Option<Vec<u8>> {
+        storage.get(0, k).unwrap().map(|v| v.to_vec())
+    }
+
+    /// A run written in the background lands as one ingested file: its
+    /// puts and deletes win over older values in SST files and in the
+    /// memtable, its position is recorded, it outlives a reopen without
+    /// any log, and no file is left behind in the ingest directory.
+    #[test]
+    fn an_ingested_run_replaces_what_was_there_and_survives_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let memtables = [
+            crate::config::Memtable::SlotHash,
+            crate::config::Memtable::Skiplist,
+        ];
+        for memtable in memtables {
+            let _ = std::fs::remove_dir_all(dir.path());
+            {
+                let storage = Storage::open_small(dir.path(), memtable);
+                // Older values: one flushed to an SST file, one in the
+                // memtable (through the WAL, as a waited-for run is).
+                let older: [(&[u8], Option<&[u8]>); 2] = [
+                    (&key(1, "flushed"), Some(b"old")),
+                    (&key(3, "x"), Some(b"1")),
+                ];
+                storage.write_back(0, older.into_iter(), 1, true).unwrap();
+                storage.flush().unwrap();
+                let memtable_only: [(&[u8], Option<&[u8]>); 2] = [
+                    (&key(2, "in-memtable"), Some(b"old")),
+                    (&key(9, "kept"), Some(b"kept")),
+                ];
+                storage
+                    .write_back(0, memtable_only.into_iter(), 2, true)
+                    .unwrap();
+
+                let (a, b, c, d) = (
+                    key(1, "flushed"),
+                    key(2, "in-memtable"),
+                    key(3, "x"),
+                    key(4, "new"),
+                );
+                let run: [(&[u8], Option<&[u8]>); 4] = [
+                    (&a, Some(b"new")),
+                    (&b, None),
+                    (&c, Some(b"2")),
+                    (&d, Some(b"fresh")),
+                ];
+                storage.write_back(0, run.into_iter(), 7, false).unwrap();
+                // Nothing to write: no file, the position still moves.
+                storage.write_back(0, std::iter::empty(), 8, false).unwrap();
+            }
+            let storage = Storage::open_small(dir.path(), memtable);
+            assert_eq!(storage.log_through(0), 8, "{memtable:?}");
+            assert_eq!(
+                read(&storage, &key(1, "flushed")).as_deref(),
+                Some(&b"new"[..])
+            );
+            assert_eq!(read(&storage, &key(2, "in-memtable")), None);
+            assert_eq!(read(&storage, &key(3, "x")).as_deref(), Some(&b"2"[..]));
+            assert_eq!(
+                read(&storage, &key(4, "new")).as_deref(),
+                Some(&b"fresh"[..])
+            );
+            assert_eq!(
+                read(&storage, &key(9, "kept")).as_deref(),
+                Some(&b"kept"[..])
+            );
+            let left = std::fs::read_dir(dir.path().join(INGEST_DIR))
+                .unwrap()
+                .count();
+            assert_eq!(left, 0, "the run's file was moved in");
+        }
     }
 }

@@ -966,7 +966,7 @@ fn without_resp_addrs(req: &Request) -> Option<Request> {
     };
     match req {
         Request::ClusterSetMap(r) => {
-            strip(&r.map).map(|map| Request::ClusterSetMap(ClusterSetMap { map, ..r.clone() }))
+            strip(&r.map).map(|map| Request::ClusterSetMap(ClusterSetMap { map }))
         }
         Request::MigrateCommit(r) => {
             strip(&r.map).map(|map| Request::MigrateCommit(MigrateCommit { map, ..r.clone() }))

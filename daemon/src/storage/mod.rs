@@ -360,19 +360,18 @@ impl Storage {
         shard: usize,
         run: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
     ) -> Result<(), StorageError> {
+        let mut run = run.peekable();
+        if run.peek().is_none() {
+            return Ok(());
+        }
         let path = self.dir.join(INGEST_DIR).join(format!("shard-{shard}.sst"));
         let mut file = SstFileWriter::create(&self.sst_opts);
         self.counted(file.open(&path))?;
-        let mut empty = true;
         for (k, v) in run {
             self.counted(match v {
                 Some(v) => file.put(k, v),
                 None => file.delete(k),
             })?;
-            empty = false;
-        }
-        if empty {
-            return Ok(());
         }
         // Synced here; moved (linked) by the ingestion, which syncs the
         // directory and the manifest.
@@ -776,6 +775,10 @@ mod tests {
                 storage.write_back(0, run.into_iter(), 7, false).unwrap();
                 // Nothing to write: no file, the position still moves.
                 storage.write_back(0, std::iter::empty(), 8, false).unwrap();
+                let left = std::fs::read_dir(dir.path().join(INGEST_DIR))
+                    .unwrap()
+                    .count();
+                assert_eq!(left, 0, "the run's file was moved in; none for nothing");
             }
             let storage = Storage::open_small(dir.path(), memtable);
             assert_eq!(storage.log_through(0), 8, "{memtable:?}");
@@ -793,10 +796,6 @@ mod tests {
                 read(&storage, &key(9, "kept")).as_deref(),
                 Some(&b"kept"[..])
             );
-            let left = std::fs::read_dir(dir.path().join(INGEST_DIR))
-                .unwrap()
-                .count();
-            assert_eq!(left, 0, "the run's file was moved in");
         }
     }
 }

@@ -376,6 +376,7 @@ impl Storage {
         // Synced here; moved (linked) by the ingestion, which syncs the
         // directory and the manifest.
         self.counted(file.finish())?;
+        page_cache_read_ahead(&path);
         self.wait_for_level0(shard);
         self.counted(self.db.ingest_external_file_cf_opts(
             self.cf(shard),
@@ -633,6 +634,38 @@ fn log_marker(db: &DB, dir: &Path, shard: usize) -> Result<u64, StorageError> {
 
 /// Replay every shard log in `dir` into its shard's column family (records
 /// after the one the column family holds), synced, then delete the logs.
+/// Ask the kernel to read `path` back into the page cache. `SstFileWriter`
+/// drops what it wrote from the cache (`POSIX_FADV_DONTNEED` as it writes
+/// and when it finishes), so without this the first reads of a run's keys,
+/// and the compaction that merges it, wait for the disk; a flushed
+/// memtable's file stays cached. One `POSIX_FADV_WILLNEED` reads at most
+/// the device's readahead size, so the file is asked for a chunk at a time;
+/// the reads are the kernel's, in the background. Best effort.
+fn page_cache_read_ahead(path: &Path) {
+    use std::os::fd::AsRawFd;
+    const CHUNK: u64 = 2 << 20;
+    let Ok(file) = std::fs::File::open(path) else {
+        return;
+    };
+    let size = file.metadata().map_or(0, |m| m.len());
+    let mut at = 0;
+    while at < size {
+        // SAFETY: a plain syscall on a descriptor `file` owns.
+        let rc = unsafe {
+            libc::posix_fadvise(
+                file.as_raw_fd(),
+                at as libc::off_t,
+                CHUNK as libc::off_t,
+                libc::POSIX_FADV_WILLNEED,
+            )
+        };
+        if rc != 0 {
+            return;
+        }
+        at += CHUNK;
+    }
+}
+
 fn replay_logs(db: &DB, dir: &Path, sync: &WriteOptions) -> Result<(), StorageError> {
     let logs = match std::fs::read_dir(dir.join(log::LOG_DIR)) {
         Ok(entries) => entries,

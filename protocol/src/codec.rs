@@ -35,6 +35,14 @@ impl DecodeError {
     }
 }
 
+/// The first field of `body` when it is a length-prefixed byte string (as
+/// the key of GET, SET or INCRBY and the code of LINK_RESOLVE are), without
+/// decoding the rest; `None` when `body` is too short to hold it.
+pub fn peek_lp(body: &[u8]) -> Option<&[u8]> {
+    let (len, rest) = body.split_first_chunk::<4>()?;
+    rest.get(..u32::from_be_bytes(*len) as usize)
+}
+
 /// A cursor over one frame body.
 #[derive(Debug, Clone)]
 pub struct Reader {

@@ -127,6 +127,21 @@ pub fn check(buf: &[u8], max_frame: usize) -> Result<usize, FrameError> {
     Ok(total)
 }
 
+/// The whole frames at the start of `buf`, left where they are: each one's
+/// opcode and body. Stops at the first frame that hasn't fully arrived or
+/// that [`check`] refuses. For looking ahead (a server prefetching what
+/// the requests will touch), never for answering: [`parse`] takes them.
+pub fn peek_frames(buf: &[u8], max_frame: usize) -> impl Iterator<Item = (u8, &[u8])> {
+    let mut rest = buf;
+    std::iter::from_fn(move || {
+        let total = check(rest, max_frame).ok()?;
+        let opcode = rest[LENGTH_PREFIX + 1];
+        let body = &rest[LENGTH_PREFIX + HEADER_LEN..total];
+        rest = &rest[total..];
+        Some((opcode, body))
+    })
+}
+
 /// Step 2: take the next frame off `buf`, if a whole one is there.
 pub fn parse(buf: &mut BytesMut, max_frame: usize) -> Result<Option<Frame>, FrameError> {
     let total = match check(buf, max_frame) {
@@ -247,6 +262,43 @@ mod tests {
             let e = h.request_flags_error().expect("refused");
             assert_eq!(e.code, crate::ErrorCode::BadRequest, "{flags:#06x}");
         }
+    }
+
+    #[test]
+    fn peeking_sees_the_whole_frames_and_takes_none() {
+        use crate::cmd::{Get, IncrBy};
+        use crate::Request;
+        let mut buf = BytesMut::new();
+        let get = Request::Get(Get { key: "k1".into() });
+        let incr = Request::IncrBy(IncrBy {
+            key: "counter".into(),
+            delta: 2,
+        });
+        for (i, r) in [&get, &incr].into_iter().enumerate() {
+            encode(
+                &mut buf,
+                Header::request(r.opcode().as_u8(), i as u64),
+                |b| r.encode_body(b),
+            );
+        }
+        let whole = buf.len();
+        // A third frame, cut short: not seen.
+        encode(&mut buf, Header::request(get.opcode().as_u8(), 9), |b| {
+            get.encode_body(b)
+        });
+        buf.truncate(buf.len() - 1);
+        let seen: Vec<(u8, &[u8])> = peek_frames(&buf, 1024).collect();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0].0, get.opcode().as_u8());
+        assert_eq!(crate::codec::peek_lp(seen[0].1), Some(&b"k1"[..]));
+        assert_eq!(crate::codec::peek_lp(seen[1].1), Some(&b"counter"[..]));
+        assert!(buf.len() > whole, "nothing was taken off the buffer");
+        // A frame over the limit stops the walk; so does garbage.
+        assert_eq!(peek_frames(&buf, 8).count(), 0);
+        assert_eq!(peek_frames(&[0, 0, 0, 3, 1, 2, 3], 1024).count(), 0);
+        // A body too short for its announced field is no key.
+        assert_eq!(crate::codec::peek_lp(&[0, 0, 0, 9, b'a']), None);
+        assert_eq!(crate::codec::peek_lp(&[0, 0]), None);
     }
 
     #[test]

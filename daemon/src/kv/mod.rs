@@ -31,7 +31,7 @@ use crate::storage::keys;
 use crate::storage::keys::kind;
 use crate::storage::value::{self, Stored};
 use bytes::Bytes;
-use rush_protocol::{Reply, Request, RushError, Service};
+use rush_protocol::{Opcode, Reply, Request, RushError, Service};
 
 pub use hash::MAX_HASH_BYTES;
 
@@ -68,6 +68,21 @@ impl ShardService for Kv {
         match req {
             Request::Batch(b) => self.batch(b, cx.now, cx.txn),
             op => self.op(op, cx.now, cx.txn, false),
+        }
+    }
+
+    /// GET and INCRBY read their key first (a SET only writes it; the
+    /// commit prefetches its rows itself).
+    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> bool {
+        if !matches!(opcode, Opcode::Get | Opcode::IncrBy) {
+            return false;
+        }
+        match rush_protocol::codec::peek_lp(body) {
+            Some(k) => {
+                keys::kv_into(key, rush_protocol::key_slot(k), k);
+                true
+            }
+            None => false,
         }
     }
 }

@@ -44,7 +44,7 @@ use crate::storage::value::{self, Stored};
 use crate::storage::{keys, Storage, StorageError};
 use issue::{Issued, Issuer};
 use record::LinkRecord;
-use rush_protocol::{link_slot, Reply, Request, RushError, Service};
+use rush_protocol::{link_slot, Opcode, Reply, Request, RushError, Service};
 use scramble::Scrambler;
 use std::sync::Arc;
 use validate::UrlRules;
@@ -96,6 +96,20 @@ pub const REGISTRATION: Registration = Registration {
 impl ShardService for Links {
     fn apply(&mut self, req: &Request, cx: &mut Cx) -> Result<Reply, RushError> {
         self.dispatch(req, cx.now, cx.slot, cx.txn, cx.segments)
+    }
+
+    /// A resolve reads its link first.
+    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> bool {
+        if opcode != Opcode::LinkResolve {
+            return false;
+        }
+        match rush_protocol::codec::peek_lp(body) {
+            Some(code) if code.len() <= u8::MAX as usize => {
+                keys::link_into(key, link_slot(code), code);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Timer: buffered visit counters go to storage, every

@@ -125,6 +125,10 @@ pub(crate) struct Loop {
     remote: Vec<AnswersOut>,
     jobs_held: Vec<(ReplyTo, Result<Reply, RushError>)>,
     group: Vec<Work>,
+    /// Row hashes of the keys the frames in a read buffer will read, and
+    /// the storage key being built (`Shard::prefetch_ahead`).
+    ahead_hashes: Vec<u64>,
+    ahead_key: Vec<u8>,
     executed: usize,
     /// Requests run this pass per lane (they wait for its commit), for
     /// admission control.

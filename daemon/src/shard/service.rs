@@ -26,7 +26,7 @@
 use super::txn::Txn;
 use crate::segments::Segments;
 use crate::storage::Storage;
-use rush_protocol::{Reply, Request, RushError};
+use rush_protocol::{Opcode, Reply, Request, RushError};
 
 /// What a service sees while it applies one request or runs its timers.
 pub struct Cx<'a, 's> {
@@ -74,6 +74,15 @@ pub trait ShardService: Send {
         _now: u64,
     ) -> Option<Result<Reply, RushError>> {
         None
+    }
+
+    /// The storage key a request of this service will read first, written
+    /// into `key` from its frame's `body` before the frame is decoded, so
+    /// the shard can start loading that row of the row cache while it runs
+    /// the requests ahead of it. A hint: false (the default) for requests
+    /// not worth it; a wrong key costs only a prefetch.
+    fn prefetch_key(&self, _opcode: Opcode, _body: &[u8], _key: &mut Vec<u8>) -> bool {
+        false
     }
 
     /// A group starts: `backlog` requests wait behind it.

@@ -152,6 +152,29 @@ impl<'s> Txn<'s> {
         self
     }
 
+    /// The row cache's hash of storage key `key` (`None`: no row cache).
+    pub fn row_hash(&self, key: &[u8]) -> Option<u64> {
+        self.rows.as_ref().map(|rows| rows.borrow().hash(key))
+    }
+
+    /// Start loading the row-cache rows of the keys whose
+    /// [`Txn::row_hash`]es are `hashes` (keys the next requests will read),
+    /// so their cache misses overlap instead of coming one request at a
+    /// time: every key's control bytes first, then, with those on their
+    /// way, the rows they point at.
+    pub fn prefetch_rows(&self, hashes: &[u64]) {
+        let Some(rows) = &self.rows else {
+            return;
+        };
+        let mut rows = rows.borrow_mut();
+        for &hash in hashes {
+            rows.prefetch_group(hash);
+        }
+        for &hash in hashes {
+            rows.prefetch_row(hash);
+        }
+    }
+
     pub fn shard(&self) -> usize {
         self.shard
     }

@@ -462,6 +462,14 @@ pub fn kv(slot: u16, key: &[u8]) -> Vec<u8> {
     KeyBuf::new(slot, ks::KV).tail(key).build()
 }
 
+/// [`kv`] written into `out` (emptied first).
+pub fn kv_into(out: &mut Vec<u8>, slot: u16, key: &[u8]) {
+    out.clear();
+    out.extend_from_slice(&slot_prefix(slot));
+    out.push(ks::KV);
+    out.extend_from_slice(key);
+}
+
 /// The storage key of field `field` of version `version` of the hash at
 /// `key` (the version is in the hash's header: a new hash on the same key
 /// gets a new one, so the fields of an old one never show through).

@@ -43,6 +43,8 @@ impl Loop {
                 .collect(),
             jobs_held: Vec::new(),
             group: Vec::new(),
+            ahead_hashes: Vec::new(),
+            ahead_key: Vec::new(),
             executed: 0,
             lane_counts: HashMap::new(),
             more_mail: false,

@@ -56,6 +56,9 @@ impl Shard {
                 self.io.touch(idx);
             }
         }
+        if self.io.conns[idx].resp.is_none() {
+            self.prefetch_ahead(idx, txn);
+        }
         let gen = self.io.conns[idx].gen;
         loop {
             let budget = self.io.budget();
@@ -100,6 +103,38 @@ impl Shard {
                 (false, started) => started,
             };
             c.trim_read_buffer();
+        }
+    }
+
+    /// Start loading the row-cache rows the whole frames waiting in
+    /// connection `idx`'s read buffer will read (each service names its
+    /// requests' keys: [`ShardService::prefetch_key`]), so that a pipeline
+    /// of GETs over a table far larger than the CPU's caches waits for
+    /// memory once, not once per request. Only worth it for two or more.
+    ///
+    /// [`ShardService::prefetch_key`]: crate::shard::service::ShardService::prefetch_key
+    fn prefetch_ahead(&mut self, idx: usize, txn: &Txn) {
+        /// Most frames looked at ahead: what fits the first-level cache's
+        /// outstanding misses, give or take.
+        const AHEAD: usize = 16;
+        let io = &mut self.io;
+        let c = &io.conns[idx];
+        io.ahead_hashes.clear();
+        for (opcode, body) in frame::peek_frames(&c.rbuf, io.max_frame).take(AHEAD) {
+            let Some(op) = Opcode::from_u8(opcode) else {
+                continue;
+            };
+            let Some(i) = self.by_service[crate::shard::service_index(op.service())] else {
+                continue;
+            };
+            if self.services[usize::from(i)].prefetch_key(op, body, &mut io.ahead_key) {
+                if let Some(hash) = txn.row_hash(&io.ahead_key) {
+                    io.ahead_hashes.push(hash);
+                }
+            }
+        }
+        if io.ahead_hashes.len() >= 2 {
+            txn.prefetch_rows(&io.ahead_hashes);
         }
     }
 

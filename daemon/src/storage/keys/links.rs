@@ -13,6 +13,16 @@ pub fn link(slot: u16, code: &[u8]) -> Vec<u8> {
         .build()
 }
 
+/// [`link`] written into `out` (emptied first).
+pub fn link_into(out: &mut Vec<u8>, slot: u16, code: &[u8]) {
+    debug_assert!(code.len() <= u8::MAX as usize);
+    out.clear();
+    out.extend_from_slice(&super::slot_prefix(slot));
+    out.push(ks::LINK);
+    out.push(code.len() as u8);
+    out.extend_from_slice(code);
+}
+
 /// The code inside a [`link`] key.
 pub fn link_code(raw: &[u8]) -> Option<&[u8]> {
     rest_in(raw, ks::LINK)?.get(1..)

@@ -341,3 +341,14 @@ fn hash_fields_of_one_version_are_one_range_that_parses_back() {
     assert_eq!(parse_hash_field(&kv(9, b"user:1")), None);
     assert_eq!(parse_hash_field(&k[..k.len() - 5]), None);
 }
+
+#[test]
+fn keys_written_into_a_buffer_are_the_built_ones() {
+    let mut out = b"left over".to_vec();
+    for (slot, key) in [(0u16, &b""[..]), (16383, b"user:1"), (42, &[0xff; 40][..])] {
+        kv_into(&mut out, slot, key);
+        assert_eq!(out, kv(slot, key));
+        link_into(&mut out, slot, key);
+        assert_eq!(out, link(slot, key));
+    }
+}

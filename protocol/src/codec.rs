@@ -39,8 +39,14 @@ impl DecodeError {
 /// the key of GET, SET or INCRBY and the code of LINK_RESOLVE are), without
 /// decoding the rest; `None` when `body` is too short to hold it.
 pub fn peek_lp(body: &[u8]) -> Option<&[u8]> {
+    split_lp(body).map(|(field, _)| field)
+}
+
+/// [`peek_lp`], and what follows the field (to peek at the next one).
+pub fn split_lp(body: &[u8]) -> Option<(&[u8], &[u8])> {
     let (len, rest) = body.split_first_chunk::<4>()?;
-    rest.get(..u32::from_be_bytes(*len) as usize)
+    let len = u32::from_be_bytes(*len) as usize;
+    (rest.len() >= len).then(|| rest.split_at(len))
 }
 
 /// A cursor over one frame body.

@@ -299,6 +299,12 @@ mod tests {
         // A body too short for its announced field is no key.
         assert_eq!(crate::codec::peek_lp(&[0, 0, 0, 9, b'a']), None);
         assert_eq!(crate::codec::peek_lp(&[0, 0]), None);
+        let two = [0, 0, 0, 1, b'p', 0, 0, 0, 2, b'u', b'1', 7];
+        let (first, rest) = crate::codec::split_lp(&two).unwrap();
+        assert_eq!(
+            (first, crate::codec::peek_lp(rest)),
+            (&b"p"[..], Some(&b"u1"[..]))
+        );
     }
 
     #[test]

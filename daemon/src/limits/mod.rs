@@ -47,7 +47,7 @@ use order::OrderKeys;
 use policy::Policy;
 use rush_protocol::cmd::{LimitPolicySet, PolicyDef, PolicyListReply, PolicySetReply};
 use rush_protocol::limits::MAX_POLICIES;
-use rush_protocol::{Reply, Request, RushError, Service};
+use rush_protocol::{Opcode, Reply, Request, RushError, Service};
 
 /// The purchase-limit service of one shard.
 pub struct Limits {
@@ -149,6 +149,21 @@ impl Limits {
 }
 
 impl ShardService for Limits {
+    /// An acquire reads the user's book under the policy first.
+    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> bool {
+        use rush_protocol::codec::split_lp;
+        if opcode != Opcode::LimitAcquire {
+            return false;
+        }
+        let Some((policy, rest)) = split_lp(body) else {
+            return false;
+        };
+        let Some((user, _)) = split_lp(rest) else {
+            return false;
+        };
+        keys::limit_book_into(key, rush_protocol::key_slot(user), user, policy)
+    }
+
     fn open(&mut self, storage: &Storage) {
         self.fold_legacy(storage, 0..rush_protocol::SLOTS);
         self.known.open(storage);

@@ -11,6 +11,23 @@ pub fn limit_book(slot: u16, user: &[u8], policy: &[u8]) -> Vec<u8> {
         .build()
 }
 
+/// [`limit_book`] written into `out` (emptied first). Parts longer than a
+/// part can say (never a decoded request's) make no key: false.
+pub fn limit_book_into(out: &mut Vec<u8>, slot: u16, user: &[u8], policy: &[u8]) -> bool {
+    let (Ok(user_len), Ok(policy_len)) = (u16::try_from(user.len()), u16::try_from(policy.len()))
+    else {
+        return false;
+    };
+    out.clear();
+    out.extend_from_slice(&super::slot_prefix(slot));
+    out.push(ks::LIMIT_BOOK);
+    out.extend_from_slice(&user_len.to_be_bytes());
+    out.extend_from_slice(user);
+    out.extend_from_slice(&policy_len.to_be_bytes());
+    out.extend_from_slice(policy);
+    true
+}
+
 /// `[start, end)` covering a slot's order records and books.
 pub fn limits_range(slot: u16) -> (Vec<u8>, Vec<u8>) {
     let start = KeyBuf::new(slot, ks::LIMIT_ORDER).build();

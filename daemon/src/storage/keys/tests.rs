@@ -350,5 +350,8 @@ fn keys_written_into_a_buffer_are_the_built_ones() {
         assert_eq!(out, kv(slot, key));
         link_into(&mut out, slot, key);
         assert_eq!(out, link(slot, key));
+        assert!(limit_book_into(&mut out, slot, key, b"policy"));
+        assert_eq!(out, limit_book(slot, key, b"policy"));
     }
+    assert!(!limit_book_into(&mut out, 1, &[0; 70_000], b"p"));
 }

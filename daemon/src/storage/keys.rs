@@ -459,10 +459,13 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 
 /// A generic key's storage key.
 pub fn kv(slot: u16, key: &[u8]) -> Vec<u8> {
-    KeyBuf::new(slot, ks::KV).tail(key).build()
+    let mut out = Vec::with_capacity(PREFIX_LEN + key.len());
+    kv_into(&mut out, slot, key);
+    out
 }
 
-/// [`kv`] written into `out` (emptied first).
+/// [`kv`] written into `out` (emptied first): the one place its layout is
+/// spelled out.
 pub fn kv_into(out: &mut Vec<u8>, slot: u16, key: &[u8]) {
     out.clear();
     out.extend_from_slice(&slot_prefix(slot));

@@ -632,8 +632,6 @@ fn log_marker(db: &DB, dir: &Path, shard: usize) -> Result<u64, StorageError> {
     }
 }
 
-/// Replay every shard log in `dir` into its shard's column family (records
-/// after the one the column family holds), synced, then delete the logs.
 /// Ask the kernel to read `path` back into the page cache. `SstFileWriter`
 /// drops what it wrote from the cache (`POSIX_FADV_DONTNEED` as it writes
 /// and when it finishes), so without this the first reads of a run's keys,
@@ -666,6 +664,8 @@ fn page_cache_read_ahead(path: &Path) {
     }
 }
 
+/// Replay every shard log in `dir` into its shard's column family (records
+/// after the one the column family holds), synced, then delete the logs.
 fn replay_logs(db: &DB, dir: &Path, sync: &WriteOptions) -> Result<(), StorageError> {
     let logs = match std::fs::read_dir(dir.join(log::LOG_DIR)) {
         Ok(entries) => entries,

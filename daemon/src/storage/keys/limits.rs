@@ -5,14 +5,15 @@ use super::{ks, split, take_part, KeyBuf};
 
 /// The book of `user` under `policy`: every count of theirs, in one value.
 pub fn limit_book(slot: u16, user: &[u8], policy: &[u8]) -> Vec<u8> {
-    KeyBuf::new(slot, ks::LIMIT_BOOK)
-        .part(user)
-        .part(policy)
-        .build()
+    let mut out = Vec::with_capacity(super::PREFIX_LEN + 4 + user.len() + policy.len());
+    let made = limit_book_into(&mut out, slot, user, policy);
+    debug_assert!(made, "a decoded user and policy fit their parts");
+    out
 }
 
-/// [`limit_book`] written into `out` (emptied first). Parts longer than a
-/// part can say (never a decoded request's) make no key: false.
+/// [`limit_book`] written into `out` (emptied first): the one place its
+/// layout is spelled out. Parts longer than a part can say (never a decoded
+/// request's) make no key: false.
 pub fn limit_book_into(out: &mut Vec<u8>, slot: u16, user: &[u8], policy: &[u8]) -> bool {
     let (Ok(user_len), Ok(policy_len)) = (u16::try_from(user.len()), u16::try_from(policy.len()))
     else {

@@ -6,14 +6,13 @@ use super::{ks, rest_in, KeyBuf};
 
 /// A link (generated code or alias) by its code.
 pub fn link(slot: u16, code: &[u8]) -> Vec<u8> {
-    debug_assert!(code.len() <= u8::MAX as usize);
-    KeyBuf::new(slot, ks::LINK)
-        .u8(code.len() as u8)
-        .tail(code)
-        .build()
+    let mut out = Vec::with_capacity(super::PREFIX_LEN + 1 + code.len());
+    link_into(&mut out, slot, code);
+    out
 }
 
-/// [`link`] written into `out` (emptied first).
+/// [`link`] written into `out` (emptied first): the one place its layout
+/// is spelled out.
 pub fn link_into(out: &mut Vec<u8>, slot: u16, code: &[u8]) {
     debug_assert!(code.len() <= u8::MAX as usize);
     out.clear();

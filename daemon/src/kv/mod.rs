@@ -25,7 +25,7 @@ mod set_keepttl;
 mod ttl;
 
 use crate::services::{no_broadcast, Registration};
-use crate::shard::service::{Cx, ShardService};
+use crate::shard::service::{Ahead, Cx, ShardService};
 use crate::shard::txn::Txn;
 use crate::storage::keys;
 use crate::storage::keys::kind;
@@ -73,16 +73,19 @@ impl ShardService for Kv {
 
     /// GET and INCRBY read their key first (a SET only writes it; the
     /// commit prefetches its rows itself).
-    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> bool {
-        if !matches!(opcode, Opcode::Get | Opcode::IncrBy) {
-            return false;
-        }
+    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
+        // A counter's first INCR finds no key: read a pipeline's together.
+        let ahead = match opcode {
+            Opcode::Get => Ahead::Row,
+            Opcode::IncrBy => Ahead::Read,
+            _ => return Ahead::No,
+        };
         match rush_protocol::codec::peek_lp(body) {
             Some(k) => {
                 keys::kv_into(key, rush_protocol::key_slot(k), k);
-                true
+                ahead
             }
-            None => false,
+            None => Ahead::No,
         }
     }
 }

@@ -39,7 +39,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::services::Registration;
 use crate::shard::known::KeyFilter;
-use crate::shard::service::{Cx, ShardService};
+use crate::shard::service::{Ahead, Cx, ShardService};
 use crate::storage::keys;
 use crate::storage::Storage;
 use hashbrown::HashMap;
@@ -150,18 +150,22 @@ impl Limits {
 
 impl ShardService for Limits {
     /// An acquire reads the user's book under the policy first.
-    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> bool {
+    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
         use rush_protocol::codec::split_lp;
         if opcode != Opcode::LimitAcquire {
-            return false;
+            return Ahead::No;
         }
         let Some((policy, rest)) = split_lp(body) else {
-            return false;
+            return Ahead::No;
         };
         let Some((user, _)) = split_lp(rest) else {
-            return false;
+            return Ahead::No;
         };
-        keys::limit_book_into(key, rush_protocol::key_slot(user), user, policy)
+        if keys::limit_book_into(key, rush_protocol::key_slot(user), user, policy) {
+            Ahead::Row
+        } else {
+            Ahead::No
+        }
     }
 
     fn open(&mut self, storage: &Storage) {

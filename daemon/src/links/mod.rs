@@ -36,7 +36,7 @@ use crate::kv::storage_error;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
 use crate::services::{no_broadcast, Registration};
-use crate::shard::service::{Cx, ShardService};
+use crate::shard::service::{Ahead, Cx, ShardService};
 use crate::shard::txn::Txn;
 use crate::shard::ShardContext;
 use crate::storage::keys::kind;
@@ -99,16 +99,16 @@ impl ShardService for Links {
     }
 
     /// A resolve reads its link first.
-    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> bool {
+    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
         if opcode != Opcode::LinkResolve {
-            return false;
+            return Ahead::No;
         }
         match rush_protocol::codec::peek_lp(body) {
             Some(code) if code.len() <= u8::MAX as usize => {
                 keys::link_into(key, link_slot(code), code);
-                true
+                Ahead::Row
             }
-            _ => false,
+            _ => Ahead::No,
         }
     }
 

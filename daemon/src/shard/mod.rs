@@ -210,6 +210,8 @@ pub struct Shard {
     segments: Segments,
     /// Hot storage values (see `rows`); lent to each pass's `Txn`.
     rows: rows::RowCache,
+    /// The keys a read buffer's frames will read; lent to each pass's `Txn`.
+    ahead: txn::ReadAhead,
     /// The shard's own log (`storage.commit = "log"`); `None` when passes
     /// commit straight to RocksDB.
     log: Option<ShardLog>,
@@ -294,6 +296,7 @@ pub fn create(id: usize, ctx: ShardContext) -> std::io::Result<(ShardHandle, Sha
             (ctx.config.storage.row_cache_mb << 20) / shards.max(1),
             pending_budget,
         ),
+        ahead: txn::ReadAhead::default(),
         lanes: Lanes::default(),
         mailbox,
         poll,
@@ -322,6 +325,7 @@ impl Shard {
     fn txn<'s>(&mut self, storage: &'s Storage) -> Txn<'s> {
         Txn::new(storage, self.id)
             .with_rows(std::mem::take(&mut self.rows))
+            .with_read_ahead(std::mem::take(&mut self.ahead))
             .with_pending(self.pending.take(), self.writer.clone())
     }
 
@@ -334,6 +338,7 @@ impl Shard {
         if let Some(p) = finished.pending.take() {
             self.pending = Some(p);
         }
+        self.ahead = std::mem::take(&mut finished.ahead);
         let lent_rows = finished.rows.take();
         let has_rows = lent_rows.is_some();
         if let Some(rows) = lent_rows {

@@ -179,6 +179,20 @@ impl RowCache {
         }
     }
 
+    /// Whether the key's committed value (or its absence) is held, without
+    /// counting a hit or a miss or touching its generation. `hash` is
+    /// [`RowCache::hash`] of `key`.
+    #[inline]
+    pub fn holds(&self, hash: u64, key: &[u8]) -> bool {
+        self.rows.find(hash, |(k, _)| k.as_slice() == key).is_some()
+    }
+
+    /// Whether rows read from storage are kept at all (a budget of 0 keeps
+    /// only pending writes).
+    pub fn caches_reads(&self) -> bool {
+        self.cap > 0
+    }
+
     /// `Some(value)` when the key's committed value (or its absence) is known.
     #[inline]
     pub fn get(&mut self, key: &[u8]) -> Option<Option<Bytes>> {

@@ -49,6 +49,23 @@ pub struct Cx<'a, 's> {
     pub flush: bool,
 }
 
+/// What the shard does ahead of a request whose key it was told
+/// ([`ShardService::prefetch_key`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ahead {
+    /// Nothing: no key worth it.
+    No,
+    /// Start loading the key's row-cache row.
+    Row,
+    /// That, and when the row cache lacks it, read it from RocksDB in one
+    /// batch with the other keys of the read buffer the cache lacks: for
+    /// keys that are often absent from storage (a counter's first INCR),
+    /// where a batch's filter probes cost less than one walk of the
+    /// levels per key. (Present keys were no cheaper read in a batch:
+    /// bench/results/NOTES.md.)
+    Read,
+}
+
 pub trait ShardService: Send {
     /// On the shard thread, before the shard serves anything (build
     /// in-memory indexes from storage).
@@ -79,10 +96,11 @@ pub trait ShardService: Send {
     /// The storage key a request of this service will read first, written
     /// into `key` from its frame's `body` before the frame is decoded, so
     /// the shard can start loading that row of the row cache while it runs
-    /// the requests ahead of it. A hint: false (the default) for requests
-    /// not worth it; a wrong key costs only a prefetch.
-    fn prefetch_key(&self, _opcode: Opcode, _body: &[u8], _key: &mut Vec<u8>) -> bool {
-        false
+    /// the requests ahead of it, and how far to go ([`Ahead`]). A hint:
+    /// [`Ahead::No`] (the default) for requests not worth it; a wrong key
+    /// costs only a prefetch (or a read).
+    fn prefetch_key(&self, _opcode: Opcode, _body: &[u8], _key: &mut Vec<u8>) -> Ahead {
+        Ahead::No
     }
 
     /// A group starts: `backlog` requests wait behind it.

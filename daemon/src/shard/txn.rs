@@ -50,6 +50,34 @@ pub struct Txn<'s> {
     writer: Option<std::sync::Arc<Writer>>,
     /// A key range was deleted: the row cache can't tell which keys.
     ranges_deleted: bool,
+    /// Keys the next requests will read, to read together ([`Txn::expect_read`]).
+    ahead: RefCell<ReadAhead>,
+}
+
+/// Storage keys the next requests will read, with their row-cache hashes:
+/// the keys back to back and where each ends. Lent to each group like the
+/// row cache, for its buffers.
+#[derive(Default)]
+pub struct ReadAhead {
+    keys: Vec<u8>,
+    ends: Vec<usize>,
+    hashes: Vec<u64>,
+}
+
+impl ReadAhead {
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.ends.clear();
+        self.hashes.clear();
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .zip(&self.hashes)
+            .map(|((from, &to), &hash)| (&self.keys[from..to], hash))
+    }
 }
 
 /// A finished group: what to commit, and the row cache and pending writes
@@ -64,6 +92,7 @@ pub struct Finished {
     pub meta: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     pub rows: Option<RowCache>,
     pub pending: Option<Pending>,
+    pub ahead: ReadAhead,
     ranges_deleted: bool,
 }
 
@@ -131,6 +160,7 @@ impl<'s> Txn<'s> {
             pending: None,
             writer: None,
             ranges_deleted: false,
+            ahead: RefCell::default(),
         }
     }
 
@@ -149,6 +179,12 @@ impl<'s> Txn<'s> {
     ) -> Self {
         self.pending = pending.map(RefCell::new);
         self.writer = writer;
+        self
+    }
+
+    /// Lend the shard's read-ahead buffers to this group.
+    pub fn with_read_ahead(mut self, ahead: ReadAhead) -> Self {
+        self.ahead = RefCell::new(ahead);
         self
     }
 
@@ -175,6 +211,70 @@ impl<'s> Txn<'s> {
         }
     }
 
+    /// Note that a coming request will read storage key `key` (its
+    /// [`Txn::row_hash`] is `hash`), and that when it misses the row cache,
+    /// the other keys so noted that the cache lacks are to be read with it
+    /// ([`Txn::read_expected`]).
+    pub fn expect_read(&self, key: &[u8], hash: u64) {
+        let mut ahead = self.ahead.borrow_mut();
+        ahead.keys.extend_from_slice(key);
+        let end = ahead.keys.len();
+        ahead.ends.push(end);
+        ahead.hashes.push(hash);
+    }
+
+    /// Forget the keys noted by [`Txn::expect_read`].
+    pub fn forget_expected(&self) {
+        self.ahead.borrow_mut().clear();
+    }
+
+    /// `key` missed the row cache. If it is one of the keys noted by
+    /// [`Txn::expect_read`], read those of them the row cache lacks from
+    /// storage in one batched MultiGet and cache what it says (values and
+    /// absences alike): each of their requests then finds its row instead
+    /// of walking RocksDB's levels on its own (a pipeline of new
+    /// counters). A key the cache holds — a pending write among
+    /// them — is not read: the row cache only ever lacks keys whose
+    /// committed value RocksDB holds. The noted keys are read once; a
+    /// single one lacking is left to its request's own read, and so is a
+    /// read that fails (its request reports the error). Whether anything
+    /// was read. Out of line: every row-cache miss calls it, and only a
+    /// noted key's first miss has work for it.
+    #[cold]
+    #[inline(never)]
+    fn read_expected(&self, key: &[u8]) -> bool {
+        let Some(rows) = &self.rows else {
+            return false;
+        };
+        let mut ahead = self.ahead.borrow_mut();
+        if ahead.hashes.len() < 2 {
+            return false;
+        }
+        let mut rows = rows.borrow_mut();
+        let hash = rows.hash(key);
+        if !rows.caches_reads() || !ahead.iter().any(|(k, h)| h == hash && k == key) {
+            return false;
+        }
+        let mut lacking: smallvec::SmallVec<[&[u8]; 16]> = smallvec::SmallVec::new();
+        for (k, h) in ahead.iter() {
+            if !rows.holds(h, k) && !lacking.contains(&k) {
+                lacking.push(k);
+            }
+        }
+        let read = lacking.len() >= 2;
+        if read {
+            let found = self.storage.multi_get(self.shard, lacking.iter().copied());
+            for (&k, value) in lacking.iter().zip(found) {
+                if let Ok(value) = value {
+                    rows.insert(k, value.map(|v| Bytes::copy_from_slice(&v)));
+                }
+            }
+        }
+        drop(lacking);
+        ahead.clear();
+        read
+    }
+
     pub fn shard(&self) -> usize {
         self.shard
     }
@@ -196,6 +296,11 @@ impl<'s> Txn<'s> {
         if let Some(rows) = &self.rows {
             if let Some(v) = rows.borrow_mut().get(key) {
                 return Ok(v);
+            }
+            if self.read_expected(key) {
+                if let Some(v) = rows.borrow_mut().get(key) {
+                    return Ok(v);
+                }
             }
         }
         let v = self
@@ -415,6 +520,7 @@ impl<'s> Txn<'s> {
             meta: self.meta,
             rows: self.rows.map(RefCell::into_inner),
             pending: self.pending.map(RefCell::into_inner),
+            ahead: self.ahead.into_inner(),
             ranges_deleted: self.ranges_deleted,
         }
     }
@@ -486,5 +592,59 @@ mod tests {
                 "{memtable:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_read_buffers_lacking_keys_are_read_together_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open_small(dir.path(), crate::config::Memtable::SlotHash);
+        let mut txn = Txn::new(&storage, 0);
+        for key in [&b"a1"[..], b"a2", b"a3"] {
+            txn.put(k(key), key.to_vec());
+        }
+        txn.finish_request(true);
+        let (batch, sync) = txn.into_commit().unwrap();
+        storage.write(batch, sync).unwrap();
+
+        // The row cache holds a3 with a newer value than RocksDB's, as it
+        // holds a pending write.
+        let mut rows = RowCache::new(1 << 20, 0);
+        rows.insert(&k(b"a3"), Some(Bytes::from_static(b"newer")));
+        let txn = Txn::new(&storage, 0).with_rows(rows);
+        let expect = |key: &[u8]| txn.expect_read(&k(key), txn.row_hash(&k(key)).unwrap());
+        for key in [&b"a1"[..], b"a2", b"a3", b"a4", b"a1"] {
+            expect(key);
+        }
+        let reads = || storage.stats.reads.get();
+        let before = reads();
+
+        // The first miss reads a1 (once), a2 and a4 in one batch; not a3,
+        // which the cache holds, nor b1, which was not noted.
+        assert_eq!(txn.get(&k(b"a2")).unwrap().as_deref(), Some(&b"a2"[..]));
+        assert_eq!(reads() - before, 3);
+        // Their requests find their rows, absence included.
+        assert_eq!(txn.get(&k(b"a1")).unwrap().as_deref(), Some(&b"a1"[..]));
+        assert_eq!(txn.get(&k(b"a4")).unwrap(), None);
+        assert_eq!(txn.get(&k(b"a3")).unwrap().as_deref(), Some(&b"newer"[..]));
+        assert_eq!(reads() - before, 3);
+        // b1 is read by its own request.
+        assert_eq!(txn.get(&k(b"b1")).unwrap(), None);
+        assert_eq!(reads() - before, 4);
+
+        // The noted keys are read once: a miss after that reads alone, and
+        // so does a single lacking key.
+        txn.forget_expected();
+        expect(b"a1");
+        expect(b"a5");
+        assert_eq!(txn.get(&k(b"a5")).unwrap(), None);
+        assert_eq!(reads() - before, 5);
+        txn.forget_expected();
+        expect(b"a6");
+        expect(b"a7");
+        assert_eq!(txn.get(&k(b"a6")).unwrap(), None);
+        assert_eq!(reads() - before, 7);
+        assert_eq!(txn.get(&k(b"a8")).unwrap(), None);
+        assert_eq!(txn.get(&k(b"a7")).unwrap(), None);
+        assert_eq!(reads() - before, 8);
     }
 }

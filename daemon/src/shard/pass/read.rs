@@ -7,6 +7,7 @@ use crate::resp::command::{Decoded, Now};
 use crate::server::node_cmds::{self, NodeAnswer};
 use crate::shard::conn::{ConnId, ReadOutcome};
 use crate::shard::forward::Forwarded;
+use crate::shard::service::Ahead;
 use crate::shard::txn::Txn;
 use crate::shard::{ReplySink, Shard};
 use rush_protocol::frame::{self, Frame, FrameError, Header, HEADER_LEN, VERSION};
@@ -104,6 +105,7 @@ impl Shard {
             };
             c.trim_read_buffer();
         }
+        txn.forget_expected();
     }
 
     /// Start loading the row-cache rows the whole frames waiting in
@@ -111,6 +113,10 @@ impl Shard {
     /// requests' keys: [`ShardService::prefetch_key`]), so that a pipeline
     /// of GETs over a table far larger than the CPU's caches waits for
     /// memory once, not once per request. Only worth it for two or more.
+    /// Keys to read when lacking ([`Ahead::Read`], in a slot this shard
+    /// serves) are noted too: the first of them that misses the row cache
+    /// reads the others the cache lacks with it, in one batch
+    /// ([`Txn::expect_read`]).
     ///
     /// [`ShardService::prefetch_key`]: crate::shard::service::ShardService::prefetch_key
     fn prefetch_ahead(&mut self, idx: usize, txn: &Txn) {
@@ -120,6 +126,7 @@ impl Shard {
         let io = &mut self.io;
         let c = &io.conns[idx];
         io.ahead_hashes.clear();
+        txn.forget_expected();
         for (opcode, body) in frame::peek_frames(&c.rbuf, io.max_frame).take(AHEAD) {
             let Some(op) = Opcode::from_u8(opcode) else {
                 continue;
@@ -127,9 +134,20 @@ impl Shard {
             let Some(i) = self.by_service[crate::shard::service_index(op.service())] else {
                 continue;
             };
-            if self.services[usize::from(i)].prefetch_key(op, body, &mut io.ahead_key) {
-                if let Some(hash) = txn.row_hash(&io.ahead_key) {
-                    io.ahead_hashes.push(hash);
+            let ahead = self.services[usize::from(i)].prefetch_key(op, body, &mut io.ahead_key);
+            if ahead == Ahead::No {
+                continue;
+            }
+            let Some(hash) = txn.row_hash(&io.ahead_key) else {
+                continue;
+            };
+            io.ahead_hashes.push(hash);
+            if ahead == Ahead::Read {
+                // Only what this shard serves: the others' requests are
+                // forwarded or refused.
+                let slot = crate::shard::pending::slot_of(&io.ahead_key) as u16;
+                if self.router.shard(slot) == self.id && self.ctx.routing.serving(slot) {
+                    txn.expect_read(&io.ahead_key, hash);
                 }
             }
         }

@@ -412,6 +412,77 @@ async fn pipelining_1000_in_flight_on_one_connection() {
     node.stop().await;
 }
 
+/// A thousand INCRs in flight on one connection, over new counters and
+/// counters already written, each several times, with a string among them:
+/// the shard reads the counters of each read buffer its row cache lacks
+/// from storage in one batch, and every counter still ends at the sum of its increments, and
+/// the string still answers WRONG_TYPE and keeps its value.
+#[tokio::test]
+async fn pipelined_incrs_of_new_and_written_counters_all_count() {
+    // One shard: every frame is read by the shard that runs it (a
+    // forwarded one is not looked ahead at).
+    let mut node = TestNode::start_with(|c| c.storage.shards = 1).await;
+    for i in 0..50 {
+        let n = node.client.incr_by(format!("n:{i}"), 100).await.unwrap();
+        assert_eq!(n, 100);
+    }
+    assert!(node.client.set("n:word", "abc").await.unwrap());
+    // An empty row cache: the written counters are read from RocksDB,
+    // with the new ones, in the same batches.
+    node.restart().await;
+    let c = &node.client;
+    let conn = rush_client::Connection::connect(&node.addr().to_string(), Duration::from_secs(5))
+        .await
+        .unwrap();
+    let t = Duration::from_secs(30);
+    let key_of = |j: usize| {
+        if j % 250 == 7 {
+            "n:word".to_string()
+        } else {
+            // Consecutive requests alternate between written and new
+            // counters, so a batch holds both.
+            format!("n:{}", j * 37 % 200)
+        }
+    };
+    let incrs = (0..1000).map(|j| {
+        let conn = conn.clone();
+        let key = key_of(j);
+        async move {
+            let r = conn
+                .call(
+                    &rush_client::protocol::cmd::IncrBy {
+                        key: key.clone().into(),
+                        delta: 1,
+                    },
+                    t,
+                )
+                .await;
+            (key, r)
+        }
+    });
+    let mut words = 0;
+    for (key, r) in futures_join_all(incrs).await {
+        if key == "n:word" {
+            assert_eq!(r.unwrap_err().code(), Some(ErrorCode::WrongType));
+            words += 1;
+        } else {
+            r.unwrap();
+        }
+    }
+    assert_eq!(words, 4);
+    assert_eq!(c.get("n:word").await.unwrap().as_deref(), Some(&b"abc"[..]));
+    for i in 0..200 {
+        let adds = (0..1000).filter(|&j| key_of(j) == format!("n:{i}")).count();
+        let want = if i < 50 { 100 + adds } else { adds };
+        assert_eq!(
+            c.get(format!("n:{i}")).await.unwrap(),
+            Some(Bytes::from(want.to_string())),
+            "n:{i}"
+        );
+    }
+    node.stop().await;
+}
+
 /// Run futures concurrently on the current task (they are all in flight at once).
 async fn futures_join_all<F: std::future::Future>(
     fs: impl IntoIterator<Item = F>,

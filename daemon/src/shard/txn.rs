@@ -182,8 +182,11 @@ impl<'s> Txn<'s> {
         self
     }
 
-    /// Lend the shard's read-ahead buffers to this group.
-    pub fn with_read_ahead(mut self, ahead: ReadAhead) -> Self {
+    /// Lend the shard's read-ahead buffers to this group, emptied: keys
+    /// noted in one pass are not read in the next, whose slots may have
+    /// moved in between.
+    pub fn with_read_ahead(mut self, mut ahead: ReadAhead) -> Self {
+        ahead.clear();
         self.ahead = RefCell::new(ahead);
         self
     }

@@ -259,6 +259,51 @@ fn check_multibulk(buf: &[u8], limits: &Limits) -> Result<Option<Scan>, RespErro
     }))
 }
 
+/// The complete multibulk commands at the start of `buf`, left where they
+/// are: each one's first two arguments (the name, and the first argument
+/// when there is one). Stops at the first command that hasn't fully
+/// arrived, that [`check`] refuses, or that is an inline command. For
+/// looking ahead (a server prefetching what the commands will touch), never
+/// for answering: [`parse`] takes them.
+pub fn peek_commands<'a>(
+    buf: &'a [u8],
+    limits: &'a Limits,
+) -> impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + 'a {
+    let mut rest = buf;
+    std::iter::from_fn(move || loop {
+        if rest.first() != Some(&b'*') {
+            return None;
+        }
+        let scan = check_multibulk(rest, limits).ok()??;
+        let (command, after) = rest.split_at(scan.len);
+        rest = after;
+        if scan.args == 0 {
+            continue;
+        }
+        // Checked: every header is well formed and in bounds.
+        let mut args = bulk_args(command).take(2);
+        let name = args.next()?;
+        return Some((name, args.next()));
+    })
+}
+
+/// The arguments of a multibulk command [`check_multibulk`] accepted.
+fn bulk_args(command: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut at = command
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(command.len(), |p| p + 1);
+    std::iter::from_fn(move || {
+        let rest = command.get(at..)?;
+        let nl = rest.iter().position(|&b| b == b'\n')?;
+        let len = parse_int(rest.get(1..nl.checked_sub(1)?)?)? as usize;
+        let data = at + nl + 1;
+        let arg = command.get(data..data + len)?;
+        at = data + len + 2;
+        Some(arg)
+    })
+}
+
 /// Split the next command off `buf`: its arguments, sliced out of the
 /// buffer without copying. `Ok(None)`: not complete yet. Empty commands
 /// (`*0`, blank lines) are consumed and skipped.
@@ -277,14 +322,7 @@ pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Vec<Bytes>>, 
             args.extend(inline_words(line).map(|(s, e)| raw.slice(s..e)));
         } else {
             // Checked above: every header is well formed and in bounds.
-            let mut at = raw.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
-            for _ in 0..scan.args {
-                let nl = at + raw[at..].iter().position(|&b| b == b'\n').unwrap_or(0);
-                let len = parse_int(&raw[at + 1..nl - 1]).unwrap_or(0) as usize;
-                let data = nl + 1;
-                args.push(raw.slice(data..data + len));
-                at = data + len + 2;
-            }
+            args.extend(bulk_args(&raw).map(|a| raw.slice_ref(a)));
         }
         return Ok(Some(args));
     }

@@ -13,7 +13,7 @@ use rush_protocol::cmd::{
 };
 use rush_protocol::frame::VERSION;
 use rush_protocol::limits::MAX_BATCH_OPS;
-use rush_protocol::Request;
+use rush_protocol::{Opcode, Request};
 
 /// How a request's answer is written in RESP.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +123,32 @@ impl Now {
     }
 }
 
+/// `name` in lower case, in `buf`; `None` when it doesn't fit or isn't
+/// UTF-8.
+fn lower_name<'b>(name: &[u8], buf: &'b mut [u8; 32]) -> Option<&'b str> {
+    let lower = buf.get_mut(..name.len())?;
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    std::str::from_utf8(lower).ok()
+}
+
+/// The binary request a command runs as, when that request reads its key
+/// first and its body begins with the command's first argument (the key,
+/// length-prefixed): what a shard looks at ahead of running a pipeline
+/// (`ShardService::prefetch_key`). `None` for every other command.
+pub fn ahead_opcode(name: &[u8]) -> Option<Opcode> {
+    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+    if is("get") {
+        Some(Opcode::Get)
+    } else if is("incr") || is("decr") || is("incrby") || is("decrby") {
+        Some(Opcode::IncrBy)
+    } else if is("link.resolve") {
+        Some(Opcode::LinkResolve)
+    } else {
+        None
+    }
+}
+
 /// Decode one command. `authenticated`: the connection may run commands
 /// other than AUTH, HELLO and QUIT. `auth_required`: the node has tokens.
 /// `now_ms`: the daemon's clock, which absolute times (EXAT, EXPIREAT…)
@@ -132,10 +158,18 @@ impl Now {
 /// the connection's state: [`super::RespConn::decode`] answers them and
 /// queues commands in MULTI; here they are unknown.
 pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool, now_ms: u64) -> Decoded {
-    let mut name = args[0].to_vec();
-    name.make_ascii_lowercase();
-    let name = String::from_utf8_lossy(&name).into_owned();
-    if let Some(refused) = refusal(&name, &args, authenticated) {
+    // Lower-cased on the stack: every command's name is (a longer or
+    // non-UTF-8 one is no command, and is copied only to be quoted).
+    let mut lower = [0u8; 32];
+    let long;
+    let name: &str = match lower_name(&args[0], &mut lower) {
+        Some(name) => name,
+        None => {
+            long = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+            &long
+        }
+    };
+    if let Some(refused) = refusal(name, &args, authenticated) {
         return refused;
     }
     let a = &args[1..];
@@ -162,7 +196,7 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool, now_ms
         };
     }
     let run = |r: Request, s: Shape| Decoded::Run(r, s);
-    match name.as_str() {
+    match name {
         "ping" => {
             need!(a.len() <= 1);
             match a.first() {
@@ -210,7 +244,7 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool, now_ms
         }
         "set" => strings::set(a, now_ms),
         "setnx" => strings::setnx(a),
-        "setex" | "psetex" => strings::setex(a, &name),
+        "setex" | "psetex" => strings::setex(a, name),
         "getdel" => strings::getdel(a),
         "getex" => strings::getex(a, now_ms),
         "mset" => strings::mset(a, false),
@@ -274,7 +308,7 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool, now_ms
             };
             run(incr(&a[0], delta), Shape::Integer)
         }
-        "expire" | "pexpire" | "expireat" | "pexpireat" => expiry::expire(a, &name, now_ms),
+        "expire" | "pexpire" | "expireat" | "pexpireat" => expiry::expire(a, name, now_ms),
         "ttl" | "pttl" => {
             need!(a.len() == 1);
             run(
@@ -337,8 +371,8 @@ pub fn decode(args: Vec<Bytes>, authenticated: bool, auth_required: bool, now_ms
             )
         }
         // The node's own commands (COMMAND, INFO, CLUSTER, CLIENT...).
-        _ => super::services::decode(&name, a)
-            .or_else(|| super::node::decode(&name, a))
+        _ => super::services::decode(name, a)
+            .or_else(|| super::node::decode(name, a))
             .unwrap_or_else(|| err(unknown_command(&args))),
     }
 }

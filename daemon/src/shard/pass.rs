@@ -129,6 +129,8 @@ pub(crate) struct Loop {
     /// the storage key being built (`Shard::prefetch_ahead`).
     ahead_hashes: Vec<u64>,
     ahead_key: Vec<u8>,
+    /// A RESP command's first argument as its request's body begins.
+    ahead_body: Vec<u8>,
     executed: usize,
     /// Requests run this pass per lane (they wait for its commit), for
     /// admission control.

@@ -146,6 +146,28 @@ fn writers() {
         );
 }
 
+#[test]
+fn peeking_takes_nothing_and_stops_where_parsing_would_wait() {
+    let l = limits();
+    let input = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*0\r\n*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINCR\r\n$0\r\n\r\n*2\r\n$3\r\nGET\r\n$2\r\nab";
+    let peeked: Vec<(&[u8], Option<&[u8]>)> = peek_commands(input, &l).collect();
+    assert_eq!(
+        peeked,
+        vec![
+            (&b"GET"[..], Some(&b"k"[..])),
+            (&b"PING"[..], None),
+            (&b"INCR"[..], Some(&b""[..])),
+        ]
+    );
+    // An inline command, or bytes that are no RESP, end the look.
+    assert_eq!(peek_commands(b"GET k\r\n", &l).count(), 0);
+    let bad = b"*1\r\n$4\r\nPING\r\n*1\r\n+PING\r\n*1\r\n$4\r\nPING\r\n";
+    assert_eq!(peek_commands(bad, &l).count(), 1);
+    // Over a limit: not looked at (parse refuses it).
+    let big = b"*2\r\n$3\r\nGET\r\n$17\r\naaaaaaaaaaaaaaaaa\r\n";
+    assert_eq!(peek_commands(big, &l).count(), 0);
+}
+
 fn encode(args: &[Vec<u8>]) -> Vec<u8> {
     let mut out = BytesMut::new();
     write::array(&mut out, args.len());
@@ -178,6 +200,41 @@ proptest! {
         prop_assert!(buf.is_empty());
         let got: Vec<Vec<Vec<u8>>> = got.iter().map(|c| c.iter().map(|a| a.to_vec()).collect()).collect();
         prop_assert_eq!(got, cmds);
+    }
+
+    /// What a look ahead sees is what parsing then takes: the same
+    /// commands' first two arguments, in order, up to where it stops.
+    #[test]
+    fn peeking_agrees_with_parsing(
+        cmds in prop::collection::vec(prop::collection::vec(prop::collection::vec(any::<u8>(), 0..16), 1..8), 1..8),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let l = Limits { max_command: 4096, ..limits() };
+        let wire: Vec<u8> = cmds.iter().flat_map(|c| encode(c)).collect();
+        let wire = &wire[..cut.index(wire.len() + 1)];
+        let peeked: Vec<(Vec<u8>, Option<Vec<u8>>)> = peek_commands(wire, &l)
+            .map(|(n, a)| (n.to_vec(), a.map(<[u8]>::to_vec)))
+            .collect();
+        let mut buf = BytesMut::from(wire);
+        let mut parsed = Vec::new();
+        while let Some(c) = parse(&mut buf, &l).unwrap() {
+            parsed.push((c[0].to_vec(), c.get(1).map(|a| a.to_vec())));
+        }
+        prop_assert_eq!(peeked, parsed);
+    }
+
+    /// Arbitrary bytes never panic, and a look ahead never sees more
+    /// than parsing takes.
+    #[test]
+    fn garbage_is_never_peeked_past_parsing(input in prop::collection::vec(any::<u8>(), 0..256)) {
+        let l = limits();
+        let peeked = peek_commands(&input, &l).count();
+        let mut buf = BytesMut::from(&input[..]);
+        let mut parsed = 0;
+        while let Ok(Some(_)) = parse(&mut buf, &l) {
+            parsed += 1;
+        }
+        prop_assert!(peeked <= parsed);
     }
 
     /// Arbitrary bytes never panic, and an accepted command never

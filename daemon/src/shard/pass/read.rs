@@ -57,9 +57,7 @@ impl Shard {
                 self.io.touch(idx);
             }
         }
-        if self.io.conns[idx].resp.is_none() {
-            self.prefetch_ahead(idx, txn);
-        }
+        self.prefetch_ahead(idx, txn);
         let gen = self.io.conns[idx].gen;
         loop {
             let budget = self.io.budget();
@@ -108,46 +106,80 @@ impl Shard {
         txn.forget_expected();
     }
 
-    /// Start loading the row-cache rows the whole frames waiting in
+    /// Start loading the row-cache rows the whole requests waiting in
     /// connection `idx`'s read buffer will read (each service names its
     /// requests' keys: [`ShardService::prefetch_key`]), so that a pipeline
     /// of GETs over a table far larger than the CPU's caches waits for
-    /// memory once, not once per request. Only worth it for two or more.
-    /// Keys to read when lacking ([`Ahead::Read`], in a slot this shard
-    /// serves) are noted too: the first of them that misses the row cache
-    /// reads the others the cache lacks with it, in one batch
-    /// ([`Txn::expect_read`]).
+    /// memory once, not once per request. Only worth it for two or more,
+    /// and only for keys in slots this shard serves. Keys to read when
+    /// lacking ([`Ahead::Read`]) are noted too: the first of them that
+    /// misses the row cache reads the others the cache lacks with it, in
+    /// one batch ([`Txn::expect_read`]).
+    ///
+    /// Binary frames are looked at as they are; a RESP command whose
+    /// request reads its first argument first
+    /// ([`crate::resp::command::ahead_opcode`]) is looked at as that
+    /// request's body would begin (the key, length-prefixed).
     ///
     /// [`ShardService::prefetch_key`]: crate::shard::service::ShardService::prefetch_key
     fn prefetch_ahead(&mut self, idx: usize, txn: &Txn) {
-        /// Most frames looked at ahead: what fits the first-level cache's
-        /// outstanding misses, give or take.
+        /// Most requests looked at ahead: what fits the first-level
+        /// cache's outstanding misses, give or take.
         const AHEAD: usize = 16;
-        let io = &mut self.io;
-        let c = &io.conns[idx];
+        let Shard {
+            io,
+            services,
+            by_service,
+            router,
+            ctx,
+            id,
+            ..
+        } = self;
         io.ahead_hashes.clear();
         txn.forget_expected();
-        for (opcode, body) in frame::peek_frames(&c.rbuf, io.max_frame).take(AHEAD) {
-            let Some(op) = Opcode::from_u8(opcode) else {
-                continue;
+        let note = |op: Opcode, body: &[u8], key: &mut Vec<u8>, hashes: &mut Vec<u64>| {
+            let Some(i) = by_service[crate::shard::service_index(op.service())] else {
+                return;
             };
-            let Some(i) = self.by_service[crate::shard::service_index(op.service())] else {
-                continue;
-            };
-            let ahead = self.services[usize::from(i)].prefetch_key(op, body, &mut io.ahead_key);
+            let ahead = services[usize::from(i)].prefetch_key(op, body, key);
             if ahead == Ahead::No {
-                continue;
+                return;
             }
-            let Some(hash) = txn.row_hash(&io.ahead_key) else {
-                continue;
+            // Only what this shard serves: the others' requests are
+            // forwarded (a client that knows no shards: RESP's) or refused,
+            // and this shard's rows don't hold their keys.
+            let slot = crate::shard::pending::slot_of(key) as u16;
+            if router.shard(slot) != *id || !ctx.routing.serving(slot) {
+                return;
+            }
+            let Some(hash) = txn.row_hash(key) else {
+                return;
             };
-            io.ahead_hashes.push(hash);
+            hashes.push(hash);
             if ahead == Ahead::Read {
-                // Only what this shard serves: the others' requests are
-                // forwarded or refused.
-                let slot = crate::shard::pending::slot_of(&io.ahead_key) as u16;
-                if self.router.shard(slot) == self.id && self.ctx.routing.serving(slot) {
-                    txn.expect_read(&io.ahead_key, hash);
+                txn.expect_read(key, hash);
+            }
+        };
+        let c = &io.conns[idx];
+        if c.resp.is_some() {
+            let commands = resp::peek_commands(&c.rbuf, &io.resp_limits).take(AHEAD);
+            for (name, first) in commands {
+                let (Some(op), Some(arg)) = (crate::resp::command::ahead_opcode(name), first)
+                else {
+                    continue;
+                };
+                let Ok(len) = u32::try_from(arg.len()) else {
+                    continue;
+                };
+                io.ahead_body.clear();
+                io.ahead_body.extend_from_slice(&len.to_be_bytes());
+                io.ahead_body.extend_from_slice(arg);
+                note(op, &io.ahead_body, &mut io.ahead_key, &mut io.ahead_hashes);
+            }
+        } else {
+            for (opcode, body) in frame::peek_frames(&c.rbuf, io.max_frame).take(AHEAD) {
+                if let Some(op) = Opcode::from_u8(opcode) {
+                    note(op, body, &mut io.ahead_key, &mut io.ahead_hashes);
                 }
             }
         }

@@ -449,7 +449,18 @@ async fn pipelined_answers_keep_their_order_across_shards() {
 /// (Redis's words) and keeps its value, and command names come in any case.
 #[tokio::test]
 async fn pipelined_counters_after_a_restart_answer_in_order() {
-    let mut node = TestNode::start_with(|c| c.storage.shards = 1).await;
+    pipelined_counters_after_a_restart(1).await;
+}
+
+/// The same through two shards: the connection's shard looks ahead at the
+/// commands it runs, and the other shard at the batches forwarded to it.
+#[tokio::test]
+async fn pipelined_counters_forwarded_after_a_restart_answer_in_order() {
+    pipelined_counters_after_a_restart(2).await;
+}
+
+async fn pipelined_counters_after_a_restart(shards: usize) {
+    let mut node = TestNode::start_with(|c| c.storage.shards = shards).await;
     for i in 0..50 {
         assert_eq!(
             node.client.incr_by(format!("n:{i}"), 100).await.unwrap(),

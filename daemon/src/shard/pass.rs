@@ -129,8 +129,9 @@ pub(crate) struct Loop {
     /// the storage key being built (`Shard::prefetch_ahead`).
     ahead_hashes: Vec<u64>,
     ahead_key: Vec<u8>,
-    /// A RESP command's first argument as its request's body begins.
-    ahead_body: Vec<u8>,
+    /// A request's body as looked at ahead: a RESP command's first
+    /// argument as its request's body begins, a forwarded request encoded.
+    ahead_body: bytes::BytesMut,
     executed: usize,
     /// Requests run this pass per lane (they wait for its commit), for
     /// admission control.
@@ -231,10 +232,22 @@ impl Shard {
                     taken += 1;
                     self.take_job(job, now, now_ms, &mut txn);
                 }
-                ShardMsg::Forward(batch) => {
+                ShardMsg::Forward(mut batch) => {
                     taken += batch.len();
                     let from = batch.from;
-                    for f in batch.items {
+                    let mut items = batch.items.drain(..);
+                    let mut looked = 0;
+                    loop {
+                        // Each stretch of the batch looked at before it
+                        // runs, as a connection's read buffer is.
+                        if looked == 0 {
+                            self.prefetch_ahead(read::Looked::Forwarded(items.as_slice()), &txn);
+                            looked = read::AHEAD;
+                        }
+                        looked -= 1;
+                        let Some(f) = items.next() else {
+                            break;
+                        };
                         let w = Work {
                             origin: Origin::Remote { from, conn: f.conn },
                             request_id: f.request_id,
@@ -247,6 +260,7 @@ impl Shard {
                         };
                         self.take_work(w, now_ms, &mut txn);
                     }
+                    txn.forget_expected();
                 }
                 ShardMsg::Answers(answers) => {
                     for (conn, size, frame) in answers.frames {

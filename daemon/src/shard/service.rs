@@ -96,7 +96,9 @@ pub trait ShardService: Send {
     /// The storage key a request of this service will read first, written
     /// into `key` from its frame's `body` before the frame is decoded, so
     /// the shard can start loading that row of the row cache while it runs
-    /// the requests ahead of it, and how far to go ([`Ahead`]). A hint:
+    /// the requests ahead of it, and how far to go ([`Ahead`]). The body
+    /// may also be a RESP command's first argument as the request's body
+    /// would begin, or a forwarded request encoded again. A hint:
     /// [`Ahead::No`] (the default) for requests not worth it; a wrong key
     /// costs only a prefetch (or a read).
     fn prefetch_key(&self, _opcode: Opcode, _body: &[u8], _key: &mut Vec<u8>) -> Ahead {

@@ -45,7 +45,7 @@ impl Loop {
             group: Vec::new(),
             ahead_hashes: Vec::new(),
             ahead_key: Vec::new(),
-            ahead_body: Vec::new(),
+            ahead_body: bytes::BytesMut::new(),
             executed: 0,
             lane_counts: HashMap::new(),
             more_mail: false,

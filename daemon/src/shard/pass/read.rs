@@ -15,6 +15,20 @@ use rush_protocol::resp;
 use rush_protocol::{ErrorCode, Opcode, Request, RushError, Service, Target};
 use std::time::Instant;
 
+/// What [`Shard::prefetch_ahead`] looks at: the requests waiting in a
+/// connection's read buffer, or a batch another shard forwarded.
+pub(super) enum Looked<'a> {
+    Conn(usize),
+    Forwarded(&'a [Forwarded]),
+}
+
+/// Most requests looked at ahead at once: what fits the first-level
+/// cache's outstanding misses, give or take.
+pub(super) const AHEAD: usize = 16;
+
+/// Forwarded requests larger than this are not looked at ahead.
+const FORWARDED_AHEAD_BYTES: usize = 512;
+
 impl Shard {
     /// Read what connection `idx` has, parse and run its frames.
     pub(super) fn serve(&mut self, idx: usize, now: Instant, now_ms: u64, txn: &mut Txn) {
@@ -57,7 +71,7 @@ impl Shard {
                 self.io.touch(idx);
             }
         }
-        self.prefetch_ahead(idx, txn);
+        self.prefetch_ahead(Looked::Conn(idx), txn);
         let gen = self.io.conns[idx].gen;
         loop {
             let budget = self.io.budget();
@@ -119,13 +133,11 @@ impl Shard {
     /// Binary frames are looked at as they are; a RESP command whose
     /// request reads its first argument first
     /// ([`crate::resp::command::ahead_opcode`]) is looked at as that
-    /// request's body would begin (the key, length-prefixed).
+    /// request's body would begin (the key, length-prefixed); a request
+    /// another shard forwarded (decoded) is encoded again, when small.
     ///
     /// [`ShardService::prefetch_key`]: crate::shard::service::ShardService::prefetch_key
-    fn prefetch_ahead(&mut self, idx: usize, txn: &Txn) {
-        /// Most requests looked at ahead: what fits the first-level
-        /// cache's outstanding misses, give or take.
-        const AHEAD: usize = 16;
+    pub(super) fn prefetch_ahead(&mut self, what: Looked<'_>, txn: &Txn) {
         let Shard {
             io,
             services,
@@ -160,26 +172,45 @@ impl Shard {
                 txn.expect_read(key, hash);
             }
         };
-        let c = &io.conns[idx];
-        if c.resp.is_some() {
-            let commands = resp::peek_commands(&c.rbuf, &io.resp_limits).take(AHEAD);
-            for (name, first) in commands {
-                let (Some(op), Some(arg)) = (crate::resp::command::ahead_opcode(name), first)
-                else {
-                    continue;
-                };
-                let Ok(len) = u32::try_from(arg.len()) else {
-                    continue;
-                };
-                io.ahead_body.clear();
-                io.ahead_body.extend_from_slice(&len.to_be_bytes());
-                io.ahead_body.extend_from_slice(arg);
-                note(op, &io.ahead_body, &mut io.ahead_key, &mut io.ahead_hashes);
+        match what {
+            Looked::Conn(idx) if io.conns[idx].resp.is_some() => {
+                let c = &io.conns[idx];
+                let commands = resp::peek_commands(&c.rbuf, &io.resp_limits).take(AHEAD);
+                for (name, first) in commands {
+                    let (Some(op), Some(arg)) = (crate::resp::command::ahead_opcode(name), first)
+                    else {
+                        continue;
+                    };
+                    let Ok(len) = u32::try_from(arg.len()) else {
+                        continue;
+                    };
+                    io.ahead_body.clear();
+                    io.ahead_body.extend_from_slice(&len.to_be_bytes());
+                    io.ahead_body.extend_from_slice(arg);
+                    note(op, &io.ahead_body, &mut io.ahead_key, &mut io.ahead_hashes);
+                }
             }
-        } else {
-            for (opcode, body) in frame::peek_frames(&c.rbuf, io.max_frame).take(AHEAD) {
-                if let Some(op) = Opcode::from_u8(opcode) {
-                    note(op, body, &mut io.ahead_key, &mut io.ahead_hashes);
+            Looked::Conn(idx) => {
+                let c = &io.conns[idx];
+                for (opcode, body) in frame::peek_frames(&c.rbuf, io.max_frame).take(AHEAD) {
+                    if let Some(op) = Opcode::from_u8(opcode) {
+                        note(op, body, &mut io.ahead_key, &mut io.ahead_hashes);
+                    }
+                }
+            }
+            Looked::Forwarded(items) => {
+                for f in items.iter().take(AHEAD) {
+                    // Encoded again to be looked at: not worth it for a
+                    // large request (its value would be copied).
+                    if f.size > FORWARDED_AHEAD_BYTES {
+                        continue;
+                    }
+                    let Some(op) = Opcode::from_u8(f.opcode) else {
+                        continue;
+                    };
+                    io.ahead_body.clear();
+                    f.request.encode_body(&mut io.ahead_body);
+                    note(op, &io.ahead_body, &mut io.ahead_key, &mut io.ahead_hashes);
                 }
             }
         }

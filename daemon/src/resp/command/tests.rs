@@ -404,3 +404,33 @@ fn integers() {
         assert_eq!(parse_i64(bad), None);
     }
 }
+
+/// What a shard looks at ahead of a command (`ahead_opcode`) is what the
+/// command runs as: the same request, whose body begins with the command's
+/// first argument, length-prefixed. Every other command is not looked at.
+#[test]
+fn commands_looked_at_ahead_run_as_their_opcode_and_key() {
+    for line in [
+        "GET k:1",
+        "get k:1",
+        "INCR k:1",
+        "decr k:1",
+        "IncrBy k:1 5",
+        "DECRBY k:1 5",
+        "LINK.RESOLVE abc123",
+    ] {
+        let a = args(line);
+        let Decoded::Run(request, _) = decode(a.clone(), true, false, NOW) else {
+            panic!("{line} does not run");
+        };
+        assert_eq!(ahead_opcode(&a[0]), Some(request.opcode()), "{line}");
+        let mut body = bytes::BytesMut::new();
+        request.encode_body(&mut body);
+        let mut begins = (a[1].len() as u32).to_be_bytes().to_vec();
+        begins.extend_from_slice(&a[1]);
+        assert!(body.starts_with(&begins), "{line}");
+    }
+    for line in ["SET k v", "HGET k f", "EXISTS k", "GETDEL k", "PING"] {
+        assert_eq!(ahead_opcode(&args(line)[0]), None, "{line}");
+    }
+}

@@ -31,6 +31,34 @@ pub const DEFAULT_ROW_CACHE_MB: usize = 256;
 pub const DEFAULT_WRITE_BUFFER_MB: usize = 64;
 pub const DEFAULT_WRITE_BACK_MB: usize = 64;
 pub const DEFAULT_TICK_MS: u64 = 100;
+/// How `[memory] budget_mb` is split when it is set, in percent of it
+/// (deploy/rushd.toml says why; the rest is headroom).
+pub const DEFAULT_BLOCK_CACHE_PCT: u8 = 30;
+pub const DEFAULT_ROW_CACHE_PCT: u8 = 15;
+pub const DEFAULT_CATALOG_CACHE_PCT: u8 = 15;
+pub const DEFAULT_MEMTABLES_PCT: u8 = 10;
+pub const DEFAULT_WRITE_BACK_PCT: u8 = 10;
+/// The smallest budget: below it RocksDB's own floors (an 8 MiB block
+/// cache, 4 MiB memtables per shard) would not fit in the split.
+pub const MIN_MEMORY_BUDGET_MB: usize = 64;
+/// The smallest block cache and write buffer storage opens with.
+pub const MIN_BLOCK_CACHE_MB: usize = 8;
+pub const MIN_WRITE_BUFFER_MB: usize = 4;
+/// Memtables each shard's column family may hold at once: the one being
+/// filled and one being flushed (RocksDB's `max_write_buffer_number`).
+pub const MEMTABLES_PER_SHARD: usize = 2;
+/// Run buffers a shard with `commit = "log"` may hold at once (the run
+/// being filled, the one being written, one kept for reuse).
+pub const WRITE_BACK_BUFFERS: usize = 3;
+/// The settings a memory budget sets: naming one beside `memory.budget_mb`
+/// is an error (the budget would silently override it).
+pub const BUDGETED_SETTINGS: [(&str, &str); 5] = [
+    ("storage", "block_cache_mb"),
+    ("storage", "row_cache_mb"),
+    ("storage", "write_buffer_mb"),
+    ("storage", "write_back_mb"),
+    ("catalog", "cache_mb"),
+];
 /// Most shard threads a node may run.
 pub const MAX_SHARDS: usize = 1024;
 
@@ -75,7 +103,73 @@ pub struct Config {
     pub links: crate::links::LinksConfig,
     /// The cluster map (file, advertised address) and slot moves.
     pub cluster: crate::cluster::ClusterConfig,
+    /// The node's memory budget (sizes the caches and buffers above).
+    pub memory: MemoryConfig,
     pub debug: DebugConfig,
+    /// Which of [`BUDGETED_SETTINGS`] the TOML file named (filled by
+    /// [`Config::from_toml`]; a budget beside any of them is refused).
+    #[serde(skip)]
+    pub named_sizes: Vec<String>,
+}
+
+/// One setting for the node's memory, split by the rules below into the
+/// sizes of what it keeps: RocksDB's block cache (data, index and filter
+/// blocks) and memtables, the shards' row caches and writes held for
+/// write-back, the catalog's hot cache. What is left is headroom for what
+/// no setting sizes: connection buffers (bounded by
+/// `server.global_inflight_bytes`), the catalog's Bloom filters, hot
+/// service state (limit windows, envelope books), the allocator's slack
+/// and the program itself. INFO's Memory section and `rush_memory_bytes`
+/// show what each part holds (`memory.rs`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// MiB for the whole node; 0 = no budget: each part is sized by its
+    /// own setting (`storage.block_cache_mb`…).
+    pub budget_mb: usize,
+    /// Percent of the budget for RocksDB's block cache.
+    pub block_cache_pct: u8,
+    /// …for the row caches (split over shards).
+    pub row_cache_pct: u8,
+    /// …for the catalog's hot cache (split over shards).
+    pub catalog_cache_pct: u8,
+    /// …for RocksDB's memtables: each shard's write buffer is its share
+    /// over [`MEMTABLES_PER_SHARD`].
+    pub memtables_pct: u8,
+    /// …for writes held for write-back (`commit = "log"`): each shard's
+    /// `write_back_mb` share is this over [`WRITE_BACK_BUFFERS`].
+    pub write_back_pct: u8,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            budget_mb: 0,
+            block_cache_pct: DEFAULT_BLOCK_CACHE_PCT,
+            row_cache_pct: DEFAULT_ROW_CACHE_PCT,
+            catalog_cache_pct: DEFAULT_CATALOG_CACHE_PCT,
+            memtables_pct: DEFAULT_MEMTABLES_PCT,
+            write_back_pct: DEFAULT_WRITE_BACK_PCT,
+        }
+    }
+}
+
+impl MemoryConfig {
+    /// The parts' shares, by setting name.
+    fn shares(&self) -> [(&'static str, u8); 5] {
+        [
+            ("block_cache_pct", self.block_cache_pct),
+            ("row_cache_pct", self.row_cache_pct),
+            ("catalog_cache_pct", self.catalog_cache_pct),
+            ("memtables_pct", self.memtables_pct),
+            ("write_back_pct", self.write_back_pct),
+        ]
+    }
+
+    /// `pct` percent of the budget, in MiB.
+    fn share_mb(&self, pct: u8) -> usize {
+        self.budget_mb * usize::from(pct) / 100
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -299,10 +393,92 @@ impl Config {
 
     /// Parse a TOML document.
     pub fn from_toml(text: &str, origin: &Path) -> Result<Config, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let parse_error = |e| ConfigError::Parse {
             path: origin.to_owned(),
             source: Box::new(e),
-        })
+        };
+        let mut config: Config = toml::from_str(text).map_err(parse_error)?;
+        let table: toml::Table = toml::from_str(text).map_err(parse_error)?;
+        config.named_sizes = BUDGETED_SETTINGS
+            .iter()
+            .filter(|(section, key)| {
+                table
+                    .get(*section)
+                    .and_then(|s| s.as_table())
+                    .is_some_and(|s| s.contains_key(*key))
+            })
+            .map(|(section, key)| format!("{section}.{key}"))
+            .collect();
+        Ok(config)
+    }
+
+    /// Size the caches and buffers from `memory.budget_mb` (when set) by
+    /// its shares; [`Config::validate`] first. Idempotent.
+    pub fn apply_memory_budget(&mut self) {
+        let m = &self.memory;
+        if m.budget_mb == 0 {
+            return;
+        }
+        let shards = self.shard_count().max(1);
+        self.storage.block_cache_mb = m.share_mb(m.block_cache_pct);
+        self.storage.row_cache_mb = m.share_mb(m.row_cache_pct);
+        self.catalog.cache_mb = m.share_mb(m.catalog_cache_pct).max(1);
+        self.storage.write_buffer_mb =
+            (m.share_mb(m.memtables_pct) / (shards * MEMTABLES_PER_SHARD)).max(MIN_WRITE_BUFFER_MB);
+        self.storage.write_back_mb = (m.share_mb(m.write_back_pct) / WRITE_BACK_BUFFERS).max(1);
+    }
+
+    /// The memory budget's own checks (see [`Config::validate`]).
+    fn validate_memory(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        let m = &self.memory;
+        let shares = m.shares();
+        if let Some((name, _)) = shares.iter().find(|(_, pct)| *pct == 0 || *pct > 100) {
+            return bad(format!(
+                "memory.{name} must be within 1..=100 (percent of memory.budget_mb)"
+            ));
+        }
+        let total: usize = shares.iter().map(|(_, pct)| usize::from(*pct)).sum();
+        if total > 100 {
+            return bad(format!(
+                "memory's shares add up to {total} %: block_cache_pct, row_cache_pct, \
+                 catalog_cache_pct, memtables_pct and write_back_pct must leave headroom within 100 %"
+            ));
+        }
+        if m.budget_mb == 0 {
+            return Ok(());
+        }
+        if m.budget_mb < MIN_MEMORY_BUDGET_MB {
+            return bad(format!(
+                "memory.budget_mb = {} is below the smallest budget, {MIN_MEMORY_BUDGET_MB} MiB",
+                m.budget_mb
+            ));
+        }
+        if let Some(named) = self.named_sizes.first() {
+            return bad(format!(
+                "{named} is set by memory.budget_mb (by its share in [memory]); \
+                 remove {named}, or set memory.budget_mb = 0 to size each part yourself"
+            ));
+        }
+        // Each shard's memtables must fit in their share at RocksDB's floor.
+        let shards = self.shard_count().max(1);
+        let floor = shards * MEMTABLES_PER_SHARD * MIN_WRITE_BUFFER_MB;
+        if m.share_mb(m.memtables_pct) < floor {
+            return bad(format!(
+                "memory.memtables_pct of memory.budget_mb is {} MiB, below the {floor} MiB that \
+                 {shards} shards' memtables need at least ({MEMTABLES_PER_SHARD} × \
+                 {MIN_WRITE_BUFFER_MB} MiB each): raise the budget or the share",
+                m.share_mb(m.memtables_pct)
+            ));
+        }
+        if m.share_mb(m.block_cache_pct) < MIN_BLOCK_CACHE_MB {
+            return bad(format!(
+                "memory.block_cache_pct of memory.budget_mb is {} MiB, below RocksDB's \
+                 {MIN_BLOCK_CACHE_MB} MiB floor: raise the budget or the share",
+                m.share_mb(m.block_cache_pct)
+            ));
+        }
+        Ok(())
     }
 
     /// Read and parse a TOML file.
@@ -425,6 +601,7 @@ impl Config {
         self.envelopes.validate().map_err(ConfigError::Invalid)?;
         self.links.validate()?;
         self.cluster.validate().map_err(ConfigError::Invalid)?;
+        self.validate_memory()?;
         if let Some(id) = &self.node.id {
             if id.is_empty()
                 || id.len() > 256

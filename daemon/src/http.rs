@@ -44,6 +44,7 @@ async fn metrics(State(node): State<Weak<NodeShared>>) -> axum::response::Respon
             .with_label_values(&[&i.to_string()])
             .set(s.queue_len() as i64);
     }
+    m.set_memory(&node.memory_report());
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         m.render(),

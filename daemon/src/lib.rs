@@ -59,6 +59,7 @@ pub mod http;
 pub mod kv;
 pub mod limits;
 pub mod links;
+pub mod memory;
 pub mod metrics;
 pub mod resp;
 pub mod segments;

@@ -88,6 +88,97 @@ fn example_config_states_the_defaults() {
     assert_eq!(k.migrate_chunk_bytes, dk.migrate_chunk_bytes);
     assert_eq!(c.node.id, None);
     assert_eq!(c.debug.crash_point, None);
+    let (m, dm) = (&c.memory, &d.memory);
+    assert_eq!(
+        m.budget_mb, 0,
+        "no budget by default: each part its own setting"
+    );
+    assert_eq!(m.block_cache_pct, dm.block_cache_pct);
+    assert_eq!(m.row_cache_pct, dm.row_cache_pct);
+    assert_eq!(m.catalog_cache_pct, dm.catalog_cache_pct);
+    assert_eq!(m.memtables_pct, dm.memtables_pct);
+    assert_eq!(m.write_back_pct, dm.write_back_pct);
+    assert!(c
+        .named_sizes
+        .contains(&"storage.block_cache_mb".to_string()));
+}
+
+#[test]
+fn a_memory_budget_sizes_the_caches_and_buffers_by_its_shares() {
+    let p = Path::new("test.toml");
+    let mut c = Config::from_toml(
+        "[storage]\nshards = 4\n[memory]\nbudget_mb = 2048\nrow_cache_pct = 25\n",
+        p,
+    )
+    .unwrap();
+    c.validate().unwrap();
+    c.apply_memory_budget();
+    assert_eq!(c.storage.block_cache_mb, 614, "30 % of 2048");
+    assert_eq!(c.storage.row_cache_mb, 512, "25 % as set");
+    assert_eq!(c.catalog.cache_mb, 307);
+    // 10 % over 4 shards' two memtables each; 10 % over 3 run buffers.
+    assert_eq!(c.storage.write_buffer_mb, 204 / 8);
+    assert_eq!(c.storage.write_back_mb, 204 / 3);
+    // Applying it again changes nothing.
+    let once = c.storage.write_buffer_mb;
+    c.apply_memory_budget();
+    assert_eq!(c.storage.write_buffer_mb, once);
+
+    // No budget: the parts' own settings stand.
+    let mut c = Config::from_toml("[storage]\nblock_cache_mb = 99\n", p).unwrap();
+    c.validate().unwrap();
+    c.apply_memory_budget();
+    assert_eq!(c.storage.block_cache_mb, 99);
+}
+
+#[test]
+fn a_memory_budget_is_checked() {
+    let p = Path::new("test.toml");
+    let refused = |toml: &str, says: &str| {
+        let c = Config::from_toml(toml, p).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains(says), "{toml}: {e}");
+    };
+    // A part named beside the budget would be silently overridden.
+    refused(
+        "[memory]\nbudget_mb = 1024\n[catalog]\ncache_mb = 64\n",
+        "catalog.cache_mb is set by memory.budget_mb",
+    );
+    refused(
+        "[storage]\nwrite_buffer_mb = 8\n[memory]\nbudget_mb = 1024\n",
+        "storage.write_buffer_mb is set by memory.budget_mb",
+    );
+    refused(
+        "[memory]\nbudget_mb = 1024\nblock_cache_pct = 60\nrow_cache_pct = 30\n",
+        "add up to 125 %",
+    );
+    refused(
+        "[memory]\nrow_cache_pct = 0\n",
+        "memory.row_cache_pct must be within 1..=100",
+    );
+    refused(
+        "[memory]\nbudget_mb = 32\n",
+        "below the smallest budget, 64 MiB",
+    );
+    refused(
+        "[storage]\nshards = 16\n[memory]\nbudget_mb = 512\n",
+        "16 shards' memtables need at least",
+    );
+    // A flag sets the budget after the file: the check is the same.
+    let mut c = Config::from_toml("[storage]\nrow_cache_mb = 8\n", p).unwrap();
+    c.memory.budget_mb = 1024;
+    let e = c.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("storage.row_cache_mb is set by memory.budget_mb"),
+        "{e}"
+    );
+    // Shares alone, without a budget, are fine (they wait for one), and
+    // are checked all the same.
+    refused("[memory]\nrow_cache_pct = 40\n", "add up to 105 %");
+    Config::from_toml("[memory]\nrow_cache_pct = 20\n", p)
+        .unwrap()
+        .validate()
+        .unwrap();
 }
 
 #[test]

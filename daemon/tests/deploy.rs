@@ -176,6 +176,27 @@ fn configmap_config_fits_the_statefulset() {
     );
     assert!(!c.debug.clock_control, "never in production");
 
+    // The memory budget sizes every cache and buffer, and leaves the
+    // container a fifth of its limit besides the budget's own headroom.
+    let limit = s(&ctr["resources"]["limits"]["memory"], "memory limit");
+    let limit_mb = limit
+        .strip_suffix("Gi")
+        .map(|g| g.parse::<usize>().unwrap() * 1024)
+        .or_else(|| limit.strip_suffix("Mi").map(|m| m.parse().unwrap()))
+        .unwrap_or_else(|| panic!("memory limit {limit:?} in Gi or Mi"));
+    assert!(c.memory.budget_mb > 0, "a pod's node runs on a budget");
+    assert!(
+        c.memory.budget_mb <= limit_mb * 80 / 100,
+        "memory.budget_mb {} over 80 % of the container's {limit}",
+        c.memory.budget_mb
+    );
+    assert!(c.named_sizes.is_empty(), "the budget sizes the caches");
+    let requests = s(&ctr["resources"]["requests"]["memory"], "memory request");
+    assert_eq!(
+        requests, limit,
+        "memory requested = its limit (no overcommit)"
+    );
+
     // Every listener has its container port and every port a listener.
     let mut listeners = BTreeSet::from([listen.port() as i64, http.port() as i64]);
     if !c.links.redirect_listen.is_empty() {
@@ -1148,9 +1169,8 @@ async fn deployed_node() -> common::TestNode {
         c.server.http = "127.0.0.1:0".into();
         c.links.redirect_listen = "127.0.0.1:0".into();
         c.storage.data_dir = dir;
-        c.storage.block_cache_mb = 16;
-        c.storage.write_buffer_mb = 8;
-        c.catalog.cache_mb = 16;
+        // The ConfigMap's budget, scaled down for a test.
+        c.memory.budget_mb = 256;
         c.catalog.bloom_expected_items = 10_000;
         c.auth = Default::default();
         c.limits = policies;

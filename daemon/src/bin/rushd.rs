@@ -67,6 +67,10 @@ struct Args {
     /// Shard threads (0 = one per core).
     #[arg(long, env = "RUSH_SHARDS")]
     shards: Option<usize>,
+    /// The node's memory budget in MiB (`[memory] budget_mb`): sizes the
+    /// caches and buffers by the config's shares.
+    #[arg(long, env = "RUSH_MEMORY_MB")]
+    memory_mb: Option<usize>,
     /// Client tokens, one per line (`name:token` or `token`): HELLO must present one.
     #[arg(long, env = "RUSH_AUTH_TOKEN_FILE")]
     auth_token_file: Option<PathBuf>,
@@ -143,6 +147,9 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(v) = args.shards {
         config.storage.shards = v;
+    }
+    if let Some(v) = args.memory_mb {
+        config.memory.budget_mb = v;
     }
     if let Some(v) = args.auth_token_file {
         config.auth.token_file = Some(v);

@@ -103,6 +103,13 @@ impl ShardService for Catalog {
         self.build_filter(storage);
     }
 
+    fn memory(&self, into: &mut crate::memory::Use) {
+        use crate::memory::Part;
+        into.add(Part::CatalogCache, self.cache.bytes());
+        let rebuilding = self.rebuild.as_ref().map_or(0, |r| r.filter.bytes());
+        into.add(Part::CatalogFilters, self.bloom.bytes() + rebuilding);
+    }
+
     fn apply(&mut self, req: &Request, cx: &mut Cx) -> Result<Reply, RushError> {
         self.dispatch(req, cx.now, cx.txn)
     }

@@ -76,6 +76,19 @@ impl ShardService for Envelopes {
         self.dispatch(req, cx.now, cx.txn, cx.segments)
     }
 
+    /// The books in memory, estimated from their tables' sizes, a grab's
+    /// user key counted at [`USER_KEY_ESTIMATE`] bytes (O(envelopes), not
+    /// O(grabs): it runs at every tick).
+    fn memory(&self, into: &mut crate::memory::Use) {
+        let grab = std::mem::size_of::<(Box<[u8]>, GrabRecord)>() + USER_KEY_ESTIMATE;
+        let books: usize = self
+            .cache
+            .values()
+            .map(|live| std::mem::size_of::<(u64, Live)>() + live.grabs.capacity() * grab)
+            .sum();
+        into.add(crate::memory::Part::HotState, books);
+    }
+
     /// Every request naming an envelope waits in that envelope's lane.
     fn lane(&self, req: &Request) -> Option<u64> {
         match req {
@@ -134,6 +147,9 @@ pub struct Shared {
     /// it stepped back across a restart; see `refunds`).
     pub highest_stamp: AtomicU64,
 }
+
+/// The bytes a grabber's user key is counted at in the memory report.
+const USER_KEY_ESTIMATE: usize = 16;
 
 /// One envelope in memory: its books as stored, and who grabbed what.
 struct Live {

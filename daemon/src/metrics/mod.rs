@@ -66,6 +66,13 @@ pub struct Metrics {
     pub pass_seconds: local::Histogram,
     pub write_back_wait_seconds: local::Histogram,
     pub queue_depth: IntGaugeVec,
+    /// What each shard's own memory parts hold (published at its ticks).
+    pub shard_memory: crate::memory::ShardMemory,
+    /// `rush_memory_bytes{part}`, `rush_memory_limit_bytes{part}` and
+    /// `rush_memory_budget_bytes`, set at each scrape ([`Metrics::set_memory`]).
+    memory_bytes: IntGaugeVec,
+    memory_limit_bytes: IntGaugeVec,
+    memory_budget_bytes: IntGauge,
     pub connections: IntGauge,
     pub connections_total: IntCounter,
     pub connections_rejected: IntCounter,
@@ -250,6 +257,37 @@ impl Metrics {
                 )
                 .expect("valid"),
             ),
+            shard_memory: crate::memory::ShardMemory::new(shards),
+            memory_bytes: reg(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "memory_bytes",
+                        "Bytes each part of the node's memory holds (INFO's Memory section names them)",
+                    ),
+                    &["part"],
+                )
+                .expect("valid"),
+            ),
+            memory_limit_bytes: reg(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "memory_limit_bytes",
+                        "Bytes a part of the node's memory may hold (its setting, or its share of memory.budget_mb)",
+                    ),
+                    &["part"],
+                )
+                .expect("valid"),
+            ),
+            memory_budget_bytes: reg(
+                &r,
+                IntGauge::new(
+                    "memory_budget_bytes",
+                    "memory.budget_mb in bytes (0: no budget, each part sized by its own setting)",
+                )
+                .expect("valid"),
+            ),
             connections: reg(
                 &r,
                 IntGauge::new("connections", "Open client connections").expect("valid"),
@@ -392,6 +430,21 @@ impl Metrics {
             }
         }
         self.latency_by_opcode[i].observe(seconds);
+    }
+
+    /// The memory families, from a fresh report (before a scrape renders).
+    pub fn set_memory(&self, report: &crate::memory::Report) {
+        self.memory_budget_bytes.set(report.budget as i64);
+        for r in &report.rows {
+            self.memory_bytes
+                .with_label_values(&[r.part.name()])
+                .set(r.bytes as i64);
+            if let Some(limit) = r.limit {
+                self.memory_limit_bytes
+                    .with_label_values(&[r.part.name()])
+                    .set(limit as i64);
+            }
+        }
     }
 
     /// Prometheus text exposition: `rush_*`, then `process_*`.

@@ -66,6 +66,11 @@ impl NodeShared {
     {
         self.tasks.spawn_on(task, &self.runtime);
     }
+
+    /// Where the node's memory goes now (INFO, /metrics).
+    pub fn memory_report(&self) -> crate::memory::Report {
+        crate::memory::report(&self.config, &self.storage, &self.metrics.shard_memory)
+    }
 }
 
 /// A node that is serving.
@@ -202,6 +207,7 @@ impl Running {
 /// Bring a node up: open storage, start shards, bind listeners.
 pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> {
     config.validate()?;
+    config.apply_memory_budget();
     let shards = config.shard_count();
     let storage = {
         let (cfg, clock) = (config.storage.clone(), clock.clone());

@@ -209,9 +209,19 @@ fn info(node: &NodeShared) -> InfoReply {
         ),
         ("clock_ms", node.clock.now_ms().to_string()),
     ]);
-    let rows = rows.into_iter().chain(node.cluster.info());
+    let memory = node.memory_report();
+    let rows = rows
+        .into_iter()
+        .chain(node.cluster.info())
+        .map(|(k, v)| (k.to_string(), v))
+        .chain(
+            memory
+                .rss
+                .map(|rss| ("rss_bytes".to_string(), rss.to_string())),
+        )
+        .chain(memory.info_rows(""));
     InfoReply {
-        rows: rows.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        rows: rows.collect(),
     }
 }
 

@@ -583,6 +583,7 @@ impl Shard {
         if let Err(e) = self.commit(txn) {
             tracing::warn!(shard = self.id, error = %e, "timer writes failed; they run again next tick");
         }
+        self.publish_memory();
         if flush {
             // RocksDB must hold everything committed (a slot is about to be
             // read by its mover, the node counts keys or stops).
@@ -590,6 +591,20 @@ impl Shard {
         } else {
             self.maybe_write_back();
         }
+    }
+
+    /// What this shard keeps in memory, for INFO and /metrics.
+    fn publish_memory(&self) {
+        use crate::memory::{Part, Use};
+        let mut now = Use::default();
+        now.add(Part::RowCache, self.rows.bytes());
+        if let Some(p) = &self.pending {
+            now.add(Part::WriteBack, p.held_bytes());
+        }
+        for s in &self.services {
+            s.memory(&mut now);
+        }
+        self.ctx.metrics.shard_memory.publish(self.id, &now);
     }
 
     /// A commit failed: forget in-memory state that may reflect it.

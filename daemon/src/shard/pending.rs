@@ -89,6 +89,12 @@ impl Pending {
         self.open.bytes()
     }
 
+    /// Memory the open run and the one in flight take (their buffers, as
+    /// allocated).
+    pub fn held_bytes(&self) -> usize {
+        self.open.memory() + self.frozen.as_ref().map_or(0, |r| r.memory())
+    }
+
     /// Bytes held before a run is due.
     pub fn budget(&self) -> usize {
         self.budget

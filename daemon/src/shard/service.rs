@@ -16,6 +16,8 @@
 //!   per-key cap).
 //! - **timers** ([`ShardService::tick`], every `storage.tick_ms`), with the
 //!   same `Cx`: their writes commit like requests'.
+//! - **memory**: what it keeps, by part ([`ShardService::memory`]), for
+//!   INFO and /metrics.
 //! - **commit failure**: memory that may reflect writes that never landed
 //!   is dropped ([`ShardService::on_commit_failure`]).
 //! - **slots** that arrive or leave (live migration, a new cluster map).
@@ -111,6 +113,10 @@ pub trait ShardService: Send {
     /// Periodic work; writes are staged in `cx.txn` and committed as one
     /// group (each unit of work ends with `cx.txn.finish_request(ok)`).
     fn tick(&mut self, _cx: &mut Cx) {}
+
+    /// Add what this service keeps in memory to `into` (at each tick; see
+    /// `memory.rs`): its caches, filters and hot state, by part.
+    fn memory(&self, _into: &mut crate::memory::Use) {}
 
     /// The hot lanes' deepest queues since the last call, for metrics.
     fn lane_peaks(&mut self, _peaks: &hashbrown::HashMap<u64, usize>) {}

@@ -97,6 +97,11 @@ impl Run {
         self.data.len()
     }
 
+    /// Memory the run's buffers take, as allocated.
+    pub fn memory(&self) -> usize {
+        self.data.capacity() + (self.heads.capacity() + self.counts.capacity()) * 4
+    }
+
     /// Add a write of a key the run doesn't write yet; returns where it is.
     pub fn append(&mut self, key: &[u8], value: Option<&[u8]>) -> u32 {
         let slot = super::pending::slot_of(key);

@@ -25,7 +25,7 @@ use ttl::TtlFilterFactory;
 pub use ttl::HASH_FIELD_GRACE_MS;
 
 use crate::clock::Clock;
-use crate::config::StorageConfig;
+use crate::config::{StorageConfig, MEMTABLES_PER_SHARD, MIN_BLOCK_CACHE_MB, MIN_WRITE_BUFFER_MB};
 use crate::metrics::local::{Counter, Gauge};
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBPinnableSlice, Direction,
@@ -120,6 +120,8 @@ pub struct Storage {
     point_read_opts: ReadOptions,
     /// The memtable is one skiplist per slot (see [`Storage::scan`]).
     slot_memtable: bool,
+    /// The block cache every shard's column family shares.
+    block_cache: Cache,
     /// A shard column family's options, for the SST files runs are
     /// written to ([`Storage::write_back`]): the same table format,
     /// filters and compression as its flushes.
@@ -170,7 +172,7 @@ impl Storage {
             db_opts.set_allow_concurrent_memtable_write(false);
         }
 
-        let cache = Cache::new_lru_cache(cfg.block_cache_mb.max(8) << 20);
+        let cache = Cache::new_lru_cache(cfg.block_cache_mb.max(MIN_BLOCK_CACHE_MB) << 20);
         // Where the compaction filters find the database (to read hash
         // headers), once it is open.
         let filter_db: ttl::DbSlot = Default::default();
@@ -183,7 +185,9 @@ impl Storage {
             block.set_bloom_filter(10.0, false);
             block.set_cache_index_and_filter_blocks(true);
             o.set_block_based_table_factory(&block);
-            o.set_write_buffer_size(cfg.write_buffer_mb.max(4) << 20);
+            o.set_write_buffer_size(cfg.write_buffer_mb.max(MIN_WRITE_BUFFER_MB) << 20);
+            // What a memory budget counts on (`config::MEMTABLES_PER_SHARD`).
+            o.set_max_write_buffer_number(MEMTABLES_PER_SHARD as i32);
             if cfg.memtable == crate::config::Memtable::SlotHash {
                 // Keys start with their big-endian slot: one skiplist per
                 // slot, so an insert walks a short list that stays in cache
@@ -274,6 +278,7 @@ impl Storage {
             relaxed_opts: WriteOptions::default(),
             point_read_opts: ReadOptions::default(),
             slot_memtable: cfg.memtable == crate::config::Memtable::SlotHash,
+            block_cache: cache,
             sst_opts,
             ingest_opts,
             log_through,
@@ -607,6 +612,11 @@ impl Storage {
     /// the keys still pending in shard logs.
     pub fn keys_estimate(&self) -> u64 {
         self.property_sum("rocksdb.estimate-num-keys") + self.stats.pending_keys.get().max(0) as u64
+    }
+
+    /// Bytes the block cache holds (data, index and filter blocks).
+    pub fn block_cache_usage(&self) -> usize {
+        self.block_cache.get_usage()
     }
 
     /// A RocksDB integer property summed over shards (e.g. estimate-num-keys).

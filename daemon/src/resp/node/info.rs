@@ -39,6 +39,8 @@ pub(super) fn info(node: &NodeShared, conn: &RespConn, asked: &[String]) -> Stri
             out.push_str("\r\n");
         }
         let mut rows: Vec<(&str, String)> = Vec::new();
+        // Rows whose names are made, not constants.
+        let mut owned: Vec<(String, String)> = Vec::new();
         let title = match section {
             "server" => {
                 let uptime = node.started.elapsed().as_secs();
@@ -78,19 +80,17 @@ pub(super) fn info(node: &NodeShared, conn: &RespConn, asked: &[String]) -> Stri
                 "Clients"
             }
             "memory" => {
-                if let Some(rss) = rss_bytes() {
+                let memory = node.memory_report();
+                if let Some(rss) = memory.rss {
                     rows.push(("used_memory_rss", rss.to_string()));
                 }
                 rows.extend([
-                    ("maxmemory", "0".to_string()),
+                    // The budget caps what Rush keeps in memory; nothing
+                    // stored is evicted (it is on disk).
+                    ("maxmemory", memory.budget.to_string()),
                     ("maxmemory_policy", "noeviction".to_string()),
-                    (
-                        "rush_memtable_bytes",
-                        storage
-                            .property_sum("rocksdb.cur-size-all-mem-tables")
-                            .to_string(),
-                    ),
                 ]);
+                owned.extend(memory.info_rows("rush_"));
                 "Memory"
             }
             "persistence" => {
@@ -158,17 +158,11 @@ pub(super) fn info(node: &NodeShared, conn: &RespConn, asked: &[String]) -> Stri
         for (k, v) in rows {
             let _ = write!(out, "{k}:{v}\r\n");
         }
+        for (k, v) in owned {
+            let _ = write!(out, "{k}:{v}\r\n");
+        }
     }
     out
-}
-
-/// The process's resident memory, from /proc (Linux); None elsewhere.
-fn rss_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf reads a constant of the system.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u64::try_from(page).ok().map(|p| p * pages)
 }
 
 /// `CONFIG GET pattern...`: the settings clients probe, by Redis's names,

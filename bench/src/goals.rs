@@ -1,16 +1,18 @@
 //! The issues' targets, checked against one run's figures: the "Issue
 //! targets" table of `REPORT.md`. Issue 12 (the request path) sets CPU per
 //! operation and throughput ratios against Redis; issue 7 set the services'
-//! throughput, storage-read, latency, footprint and scaling goals.
+//! throughput, storage-read, latency, footprint and scaling goals; issue 17
+//! (scale) throughput as the data grows, and memory on a budget at the
+//! largest size.
 //!
 //! [`targets`] lists them in the table's order; each kind of target is a
 //! function of its own.
 
 use crate::report::{
-    ms, ops, peak_run, pinned_run, pipelines, reads_goal, reads_per_query, run_name, sweep_runs,
-    variant_runs, workload_order, ReadsPerQuery,
+    largest_footprints, ms, ops, peak_run, pinned_run, pipelines, reads_goal, reads_per_query,
+    run_name, sweep_runs, variant_runs, workload_order, ReadsPerQuery,
 };
-use crate::suite::{ServerKind, SuiteResults, SuiteRun, VARIANT_SCALING};
+use crate::suite::{Footprint, ServerKind, SuiteResults, SuiteRun, VARIANT_SCALING};
 use crate::workloads::catalog::is_catalog;
 use std::fmt::Write as _;
 
@@ -88,7 +90,7 @@ const CATALOG_AND_ENVELOPE_RATIOS: &[RatioTarget] = &[
     },
 ];
 
-/// Every target of issues 7 and 12, checked against this run's figures (the
+/// Every target of issues 7, 12 and 17, checked against this run's figures (the
 /// headline pipeline decides; the other pipeline, and the pinned layout for
 /// CPU, are shown beside it).
 pub fn targets(results: &SuiteResults, top: usize) -> Vec<TargetCheck> {
@@ -103,7 +105,41 @@ pub fn targets(results: &SuiteResults, top: usize) -> Vec<TargetCheck> {
     t.extend(ratios(CATALOG_AND_ENVELOPE_RATIOS));
     t.push(half_peak_latency(results));
     t.push(footprint(results));
-    t.push(resolve_scaling(results));
+    t.push(scale_ratio(
+        results,
+        "links-resolve",
+        0.8,
+        "(issue 7) links-resolve at the largest size within 20% of the smallest (10M vs 1M links in the full run; Rush)",
+    ));
+    t.extend(scale(results));
+    t
+}
+
+/// Issue 17: throughput as the data grows (Rush, the largest size against
+/// the smallest) and memory at the largest size.
+fn scale(results: &SuiteResults) -> Vec<TargetCheck> {
+    let mut t: Vec<TargetCheck> = [
+        (
+            "catalog",
+            0.7,
+            "(issue 17) catalog at the largest size ≥ 0.7× its smallest-size throughput (Rush)",
+        ),
+        (
+            "links-resolve",
+            0.8,
+            "(issue 17) links-resolve at the largest size ≥ 0.8× its smallest (Rush)",
+        ),
+        (
+            "links-shorten",
+            0.8,
+            "(issue 17) links-shorten at the largest size ≥ 0.8× its smallest (Rush)",
+        ),
+    ]
+    .into_iter()
+    .map(|(w, need, target)| scale_ratio(results, w, need, target))
+    .collect();
+    t.push(rss_within_budget(results));
+    t.push(rss_per_item(results));
     t
 }
 
@@ -289,55 +325,32 @@ fn half_peak_latency(results: &SuiteResults) -> TargetCheck {
     }
 }
 
-/// Footprint at the largest size both sides reached: Rush's whole RSS per
-/// link against Redis's used_memory growth per link.
+/// Footprint at the largest size measured: Rush's whole RSS per link
+/// against Redis's used_memory growth per link.
 fn footprint(results: &SuiteResults) -> TargetCheck {
     const TARGET: &str = "(issue 7) footprint: Rush RSS per link ≤ 1/4 of Redis's memory per link (at the largest size measured; 10M links in the full run)";
-    let rush = ServerKind::Rush;
-    let largest = results
-        .footprint
-        .iter()
-        .filter(|f| f.server == rush && f.links > 0)
-        .map(|f| f.links)
-        .max();
-    let fp = largest.and_then(|n| {
-        let ours = results
-            .footprint
-            .iter()
-            .find(|f| f.server == rush && f.links == n)?;
-        let redis = results
-            .footprint
-            .iter()
-            .find(|f| f.server != rush && f.links == n && f.used_memory.is_some())?;
-        let redis_per = redis
-            .used_memory?
-            .saturating_sub(redis.used_memory_empty.unwrap_or(0)) as f64
-            / n as f64;
-        let rush_per = ours.rss_bytes as f64 / n as f64;
-        Some((n, rush_per, redis_per))
-    });
-    let Some((n, rush, redis)) = fp else {
+    let Some(m) = per_item_at_largest(results, "links") else {
         return TargetCheck::unmeasured(TARGET, "not measured");
     };
     TargetCheck {
         target: TARGET.into(),
         measured: format!(
             "at {} links: Rush {:.0} B/link (whole RSS), Redis {:.0} B/link (used_memory growth): {:.2} of Redis's",
-            ops(n as f64),
-            rush,
-            redis,
-            rush / redis
+            m.at(),
+            m.rush,
+            m.redis,
+            m.rush / m.redis
         ),
-        met: Some(rush * 4.0 <= redis),
+        met: Some(m.rush * 4.0 <= m.redis),
     }
 }
 
-/// links-resolve on Rush at the largest scaling size against the smallest.
-fn resolve_scaling(results: &SuiteResults) -> TargetCheck {
-    const TARGET: &str = "(issue 7) links-resolve at the largest size within 20% of the smallest (10M vs 1M links in the full run; Rush)";
+/// `workload` on Rush at the largest scaling size against the smallest:
+/// met when the largest's throughput is at least `need` × the smallest's.
+fn scale_ratio(results: &SuiteResults, workload: &str, need: f64, target: &str) -> TargetCheck {
     let scale: Vec<&SuiteRun> = variant_runs(results, VARIANT_SCALING)
         .into_iter()
-        .filter(|r| r.server == ServerKind::Rush && r.report.workload == "links-resolve")
+        .filter(|r| r.server == ServerKind::Rush && r.report.workload == workload)
         .collect();
     let small = scale.iter().min_by_key(|r| r.report.keys);
     let big = scale.iter().max_by_key(|r| r.report.keys);
@@ -345,7 +358,7 @@ fn resolve_scaling(results: &SuiteResults) -> TargetCheck {
         (Some(a), Some(b)) if a.report.keys < b.report.keys => {
             let r = b.report.throughput / a.report.throughput;
             TargetCheck {
-                target: TARGET.into(),
+                target: target.into(),
                 measured: format!(
                     "{} keys: {} ops/s; {} keys: {} ops/s ({:.2}×)",
                     ops(a.report.keys as f64),
@@ -354,11 +367,131 @@ fn resolve_scaling(results: &SuiteResults) -> TargetCheck {
                     ops(b.report.throughput),
                     r
                 ),
-                met: Some(r >= 0.8),
+                met: Some(r >= need),
             }
         }
-        _ => TargetCheck::unmeasured(TARGET, "not run"),
+        _ => TargetCheck::unmeasured(target, "not run"),
     }
+}
+
+/// Every Rush footprint at the largest size of its data (links, owners)
+/// within the scaling phase's memory budget.
+fn rss_within_budget(results: &SuiteResults) -> TargetCheck {
+    const TARGET: &str = "(issue 17) Rush RSS at the largest size within its memory budget";
+    let Some(mb) = results.scale_memory_mb else {
+        return TargetCheck::unmeasured(TARGET, "not measured (no memory budget)");
+    };
+    let rows = largest_footprints(results, ServerKind::Rush);
+    if rows.is_empty() {
+        return TargetCheck::unmeasured(TARGET, "not measured");
+    }
+    let budget = mb * 1048576;
+    let parts: Vec<String> = rows
+        .iter()
+        .map(|f| {
+            format!(
+                "{} at {}: {:.0} MiB",
+                f.items(),
+                ops(f.links as f64),
+                f.rss_bytes as f64 / 1048576.0
+            )
+        })
+        .collect();
+    TargetCheck {
+        target: TARGET.into(),
+        measured: format!("budget {mb} MiB; {}", parts.join("; ")),
+        met: Some(rows.iter().all(|f| f.rss_bytes <= budget)),
+    }
+}
+
+/// Rush's whole RSS per item against Redis's memory per item (its
+/// used_memory growth, as issue 7's footprint target takes it) at the
+/// largest size each measured, for links and for owners.
+fn rss_per_item(results: &SuiteResults) -> TargetCheck {
+    const TARGET: &str = "(issue 17) Rush RSS per item ≤ 0.3× Redis's, links and owners";
+    let mut parts = Vec::new();
+    let mut met = None;
+    for items in ["links", "owners"] {
+        match per_item_at_largest(results, items) {
+            Some(m) => {
+                parts.push(format!(
+                    "{items} at {}: Rush {:.0} B (whole RSS), Redis {:.0} B \
+                     (used_memory growth; RSS {:.0} B): {:.2}×",
+                    m.at(),
+                    m.rush,
+                    m.redis,
+                    m.redis_rss,
+                    m.rush / m.redis
+                ));
+                met = Some(met.unwrap_or(true) && m.rush <= 0.3 * m.redis);
+            }
+            None => parts.push(format!("{items}: not measured")),
+        }
+    }
+    if met.is_none() {
+        return TargetCheck::unmeasured(TARGET, "not measured");
+    }
+    TargetCheck {
+        target: TARGET.into(),
+        measured: parts.join("; "),
+        met,
+    }
+}
+
+/// Memory per item of Rush and Redis, each at the largest size of one
+/// kind of item it measured.
+struct PerItem {
+    /// Items Rush and Redis held (they differ by the links links-shorten
+    /// stored at the sizes before).
+    rush_items: u64,
+    redis_items: u64,
+    /// Rush's whole RSS per item, bytes.
+    rush: f64,
+    /// Redis's used_memory growth per item, bytes.
+    redis: f64,
+    /// Redis's whole RSS per item, bytes.
+    redis_rss: f64,
+}
+
+impl PerItem {
+    /// The items: "10,000,000", or "10,400,000 (Redis 10,200,000)".
+    fn at(&self) -> String {
+        if self.rush_items == self.redis_items {
+            ops(self.rush_items as f64)
+        } else {
+            format!(
+                "{} (Redis {})",
+                ops(self.rush_items as f64),
+                ops(self.redis_items as f64)
+            )
+        }
+    }
+}
+
+/// Rush's and Redis's memory per item of `items` (links, owners), each at
+/// the largest size it measured (Redis: one with `INFO memory` figures).
+fn per_item_at_largest(results: &SuiteResults, items: &str) -> Option<PerItem> {
+    let rush = ServerKind::Rush;
+    let ours = largest_footprints(results, rush)
+        .into_iter()
+        .find(|f| f.items() == items)?;
+    let redis = results
+        .footprint
+        .iter()
+        .filter(|f| f.server != rush && f.items() == items && f.links > 0)
+        .filter(|f| f.used_memory.is_some())
+        .max_by_key(|f| f.links)?;
+    let used = redis
+        .used_memory?
+        .saturating_sub(redis.used_memory_empty.unwrap_or(0));
+    let per = |b: u64, f: &Footprint| b as f64 / f.links as f64;
+    Some(PerItem {
+        rush_items: ours.links,
+        redis_items: redis.links,
+        rush: per(ours.rss_bytes, ours),
+        redis: per(used, redis),
+        redis_rss: per(redis.rss_bytes, redis),
+    })
 }
 
 /// The "Issue targets" section of the report.

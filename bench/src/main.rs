@@ -160,13 +160,21 @@ struct SuiteArgs {
     /// 10,000 fields a Rush hash may hold), its `-d` the value size.
     #[arg(long, value_name = "N")]
     redis_benchmark_clients: Option<usize>,
-    /// Key counts of the scaling rows (links-resolve and catalog, and the
-    /// footprint per link), e.g. 1000000,10000000.
+    /// Item counts of the scaling rows, e.g. 1000000,10000000: links
+    /// (links-resolve, the footprint per link, links-shorten) and owners
+    /// (catalog, the footprint per owner, catalog-zipf), each family on a
+    /// fresh server.
     #[arg(long, value_delimiter = ',')]
     scale_keys: Option<Vec<u64>>,
     /// Servers of the scaling rows (default: rush, redis-everysec).
     #[arg(long, value_delimiter = ',')]
     scale_servers: Option<Vec<ServerKind>>,
+    /// rushd's memory budget in the scaling rows, MiB (`rushd --memory-mb`:
+    /// its caches, memtables and held writes are sized from it); default
+    /// 1024, 256 with --quick, more when the shards' memtables need it (80
+    /// per shard); 0: rushd's own sizes, no budget.
+    #[arg(long, value_name = "N")]
+    scale_memory_mb: Option<usize>,
     /// No scaling and footprint rows.
     #[arg(long)]
     no_scaling: bool,
@@ -411,6 +419,11 @@ fn suite_options(a: SuiteArgs) -> anyhow::Result<SuiteOptions> {
     if let Some(v) = a.scale_servers {
         o.scale_servers = v;
     }
+    o.scale_memory_mb = match a.scale_memory_mb {
+        Some(0) => None,
+        Some(mb) => Some(mb),
+        None => Some(suite::default_scale_memory_mb(a.quick, o.shards)),
+    };
     o.scale_keys.retain(|_| !a.no_scaling);
     o.one_shard &= !a.no_one_shard;
     o.half_peak &= !a.no_half_peak;
@@ -530,6 +543,33 @@ mod tests {
         ] {
             assert!(help.contains(flag), "{flag} not in:\n{help}");
         }
+    }
+
+    #[test]
+    fn the_scaling_rows_run_rushd_on_a_memory_budget() {
+        let budget = |args: &[&str]| suite(args).scale_memory_mb;
+        assert_eq!(budget(&["--shards", "2"]), Some(1024));
+        assert_eq!(budget(&["--quick", "--shards", "2"]), Some(256));
+        // Raised to what rushd takes: 10 % of it holds 2 × 4 MiB per shard.
+        assert_eq!(budget(&["--quick", "--shards", "4"]), Some(320));
+        assert_eq!(budget(&["--shards", "16"]), Some(1280));
+        // Without --shards: for rushd's one shard per core.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(
+            budget(&["--quick"]),
+            Some(256.max(suite::smallest_memory_mb(cores)))
+        );
+        let o = suite(&["--scale-memory-mb", "512", "--scale-keys", "1000,2000"]);
+        assert_eq!(o.scale_memory_mb, Some(512));
+        assert_eq!(o.scale_keys, [1000, 2000]);
+        // 0: rushd's own sizes.
+        assert_eq!(suite(&["--scale-memory-mb", "0"]).scale_memory_mb, None);
+        let help = cli()
+            .find_subcommand_mut("suite")
+            .expect("suite")
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("--scale-memory-mb"), "{help}");
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //!   Rush and each Redis, with the server CPU per request;
 //! - `pinned`: the headline again in the pinned layout;
 //! - `workloads`: a section per workload, with `catalog`'s storage reads;
-//! - `phases`: scaling with data size, footprint per link, one shard;
+//! - `phases`: scaling with data size, footprint per stored item (links
+//!   and owners), its projection to 100M items, one shard;
 //! - `stalls`: Rush runs whose shards stopped for a while, and where;
 //! - `errors`: failed requests and runs.
 //!
@@ -38,6 +39,7 @@ mod workloads;
 pub use catalog::{reads_goal, reads_per_query, ReadsPerQuery};
 pub(crate) use format::ops;
 pub use format::{ms, utc_now};
+pub(crate) use phases::largest_footprints;
 pub use select::{peak_run, pinned_run, sweep_runs};
 pub(crate) use select::{pipelines, run_name, servers_in, variant_runs, workload_order};
 
@@ -128,6 +130,7 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
     }
     phases::scaling(&mut s, results);
     phases::footprint(&mut s, results);
+    phases::projection(&mut s, results);
     phases::one_shard(&mut s, results, m.top);
     stalls::section(&mut s, results);
     errors::section(&mut s, results, charts);
@@ -138,7 +141,7 @@ pub fn markdown(results: &SuiteResults, charts: &charts::Drawn) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::suite::Layout;
+    use crate::suite::{Layout, VARIANT_SCALING};
     use serde_json::{json, Value};
 
     /// One run as results.json holds it; `layout` and `variant` are left
@@ -302,6 +305,258 @@ pub(crate) mod tests {
         // Written again, the file says catalog.
         let again = serde_json::to_string(&results).unwrap();
         assert!(!again.contains("lookups"), "{again}");
+    }
+
+    /// A scaling run of `workload` on `server` at `keys` items.
+    fn scaling_json(server: &str, workload: &str, keys: u64, throughput: f64) -> Value {
+        let mut run = run_json(server, workload, throughput, None, Some(VARIANT_SCALING));
+        run["report"]["keys"] = json!(keys);
+        run
+    }
+
+    /// A footprint at `items` items: RSS and disk grown by `rss` and `disk`
+    /// bytes per item (and Redis's used_memory by `used`) since the empty
+    /// server; `workload: None` leaves the field out, as older files do.
+    fn footprint_json(
+        server: &str,
+        workload: Option<&str>,
+        items: u64,
+        (rss, disk, used): (u64, u64, Option<u64>),
+    ) -> Value {
+        let rss_empty: u64 = if server == "rush" { 100 << 20 } else { 8 << 20 };
+        let disk_empty: u64 = if server == "rush" { 1_000_000 } else { 0 };
+        let mut f = json!({
+            "server": server, "links": items,
+            "keys": used.map(|_| items + 1),
+            "rss_bytes": rss_empty + rss * items, "rss_empty_bytes": rss_empty,
+            "disk_bytes": disk_empty + disk * items, "disk_empty_bytes": disk_empty,
+            "used_memory": used.map(|u| 1_000_000 + u * items),
+            "used_memory_empty": used.map(|_| 1_000_000),
+        });
+        if let Some(w) = workload {
+            f["workload"] = json!(w);
+        }
+        f
+    }
+
+    /// Results of a scaling phase: links and owners at 1M and 10M on Rush
+    /// (on a 1024 MiB budget) and Redis everysec, with their footprints —
+    /// Rush's links ones written before footprints named their workload.
+    /// Redis's links footprint at the largest size counts more links than
+    /// Rush's: its links-shorten stored more at the size before.
+    fn scaling_results() -> Value {
+        let m = 1_000_000;
+        let mut runs = shared_runs(None);
+        for (server, w, small, big) in [
+            ("rush", "links-resolve", 100_000.0, 85_000.0),
+            ("rush", "links-shorten", 50_000.0, 35_000.0),
+            ("rush", "catalog", 80_000.0, 60_000.0),
+            ("rush", "catalog-zipf", 90_000.0, 90_000.0),
+            ("redis-everysec", "links-resolve", 60_000.0, 50_000.0),
+            ("redis-everysec", "links-shorten", 40_000.0, 40_000.0),
+        ] {
+            runs.push(scaling_json(server, w, m, small));
+            runs.push(scaling_json(server, w, 10 * m, big));
+        }
+        let mut r = results_json(runs, None);
+        r["scale_memory_mb"] = json!(1024);
+        r["footprint"] = json!([
+            footprint_json("rush", None, m, (200, 60, None)),
+            footprint_json("rush", None, 10 * m, (80, 50, None)),
+            footprint_json("rush", Some("catalog"), 10 * m, (100, 120, None)),
+            // It holds the links links-shorten stored at 1M too.
+            footprint_json(
+                "redis-everysec",
+                Some("links-resolve"),
+                10_400_000,
+                (300, 150, Some(241))
+            ),
+            footprint_json(
+                "redis-everysec",
+                Some("catalog"),
+                10 * m,
+                (450, 200, Some(400))
+            ),
+        ]);
+        r
+    }
+
+    /// The text of section `title` (up to the next section).
+    fn section_of<'a>(md: &'a str, title: &str) -> &'a str {
+        let at = md
+            .find(title)
+            .unwrap_or_else(|| panic!("no {title} in:\n{md}"));
+        let rest = &md[at + title.len()..];
+        &md[at..at + title.len() + rest.find("\n## ").unwrap_or(rest.len())]
+    }
+
+    #[test]
+    fn scaling_lists_every_family_with_its_ratio_and_cpu() {
+        let (_, md) = render(&scaling_results());
+        let scaling = section_of(&md, "## Scaling with data size\n");
+        assert!(scaling.contains("memory budget of 1024 MiB (`--memory-mb 1024`)"));
+        assert!(
+            scaling.contains("| errors | server µs/op | vs smallest |"),
+            "{scaling}"
+        );
+        // 1.5 s of server CPU over 3 s at 35,000 ops/s: 14.3 µs/op.
+        for row in [
+            "| links-resolve | Rush | 10,000,000 | 85,000 | 0.090 | 0.400 | 0.800 | 0 | 5.9 | 0.85× |",
+            "| links-shorten | Rush | 1,000,000 | 50,000 | 0.090 | 0.400 | 0.800 | 0 | 10.0 | 1.00× |",
+            "| links-shorten | Rush | 10,000,000 | 35,000 | 0.090 | 0.400 | 0.800 | 0 | 14.3 | 0.70× |",
+            "| catalog-zipf | Rush | 10,000,000 | 90,000 | 0.090 | 0.400 | 0.800 | 0 | 5.6 | 1.00× |",
+            "| links-shorten | Redis (AOF everysec) | 10,000,000 | 40,000 |",
+        ] {
+            assert!(scaling.contains(row), "{row} not in:\n{scaling}");
+        }
+        // By workload, then server, then size.
+        let at = |row: &str| scaling.find(row).expect(row);
+        assert!(at("| links-resolve | Rush | 10,000,000") < at("| links-resolve | Redis"));
+        assert!(
+            at("| links-resolve | Redis (AOF everysec) | 10,000,000")
+                < at("| links-shorten | Rush | 1,000,000")
+        );
+    }
+
+    #[test]
+    fn footprint_covers_links_and_owners_and_projects_to_100m() {
+        let (results, md) = render(&scaling_results());
+        // A footprint without a workload is an older file's: links.
+        assert_eq!(results.footprint[0].workload, "links-resolve");
+        assert_eq!(results.footprint[2].items(), "owners");
+        assert_eq!(results.scale_memory_mb, Some(1024));
+
+        let fp = section_of(&md, "## Footprint per stored item\n");
+        assert!(fp.contains("`--memory-mb 1024` (1024 MiB)"), "{fp}");
+        assert!(fp.contains("| Server | Workload | Items | RSS |"), "{fp}");
+        for row in [
+            "| Rush | links | 1,000,000 | 291 MiB | 200 B / 305 B | – | 58 MiB | 60 B |",
+            "| Rush | links | 10,000,000 | 863 MiB | 80 B / 90 B | – | 478 MiB | 50 B |",
+            "| Redis (AOF everysec) | links | 10,400,000 | 2983 MiB | 300 B / 301 B | 241 B | 1488 MiB | 150 B |",
+            "| Rush | owners | 10,000,000 | 1054 MiB | 100 B / 110 B | – | 1145 MiB | 120 B |",
+            "| Redis (AOF everysec) | owners | 10,000,000 | 4300 MiB | 450 B / 451 B | 400 B | 1907 MiB | 200 B |",
+        ] {
+            assert!(fp.contains(row), "{row} not in:\n{fp}");
+        }
+        // Links first, then owners.
+        assert!(
+            fp.find("| Redis (AOF everysec) | links").unwrap()
+                < fp.find("| Rush | owners").unwrap()
+        );
+
+        // The projection starts from the largest size (80 B per link at
+        // 10M, not the 200 B at 1M) and says the budget bounds Rush.
+        let p = section_of(&md, "## Projection to 100M\n");
+        assert!(p.contains("growth per item"), "{p}");
+        for row in [
+            "| Rush | links (from 10,000,000) | 80 B, 50 B | ≤ budget (1024 MiB) + what it does not size; linear 7.5 GiB | 4.7 GiB |",
+            "| Redis (AOF everysec) | links (from 10,400,000) | 300 B, 150 B | 27.9 GiB | 14.0 GiB |",
+            "| Rush | owners (from 10,000,000) | 100 B, 120 B | ≤ budget (1024 MiB) + what it does not size; linear 9.4 GiB | 11.2 GiB |",
+            "| Redis (AOF everysec) | owners (from 10,000,000) | 450 B, 200 B | 41.9 GiB | 18.6 GiB |",
+        ] {
+            assert!(p.contains(row), "{row} not in:\n{p}");
+        }
+        assert!(
+            md.find("## Footprint per stored item").unwrap()
+                < md.find("## Projection to 100M").unwrap()
+        );
+
+        // Without a budget (an older file): no bound stated, the linear figure alone.
+        let mut old = scaling_results();
+        old.as_object_mut().unwrap().remove("scale_memory_mb");
+        let (results, md) = render(&old);
+        assert_eq!(results.scale_memory_mb, None);
+        let p = section_of(&md, "## Projection to 100M\n");
+        assert!(
+            p.contains("| Rush | links (from 10,000,000) | 80 B, 50 B | 7.5 GiB | 4.7 GiB |"),
+            "{p}"
+        );
+        assert!(!p.contains("budget"), "{p}");
+        assert!(section_of(&md, "## Footprint per stored item\n").contains("bounded by config"));
+    }
+
+    #[test]
+    fn issue_17_targets_are_checked() {
+        let json = scaling_results();
+        let results: SuiteResults = serde_json::from_value(json).unwrap();
+        let checks = crate::goals::targets(&results, 16);
+        let find = |t: &str| {
+            checks
+                .iter()
+                .find(|c| c.target.starts_with(t))
+                .unwrap_or_else(|| panic!("no target {t}"))
+        };
+        let c = find("(issue 17) catalog at the largest size ≥ 0.7×");
+        assert_eq!(c.met, Some(true));
+        assert!(c.measured.contains("(0.75×)"), "{}", c.measured);
+        let c = find("(issue 17) links-resolve at the largest size ≥ 0.8×");
+        assert_eq!(c.met, Some(true));
+        assert!(c.measured.contains("(0.85×)"), "{}", c.measured);
+        let c = find("(issue 17) links-shorten at the largest size ≥ 0.8×");
+        assert_eq!(c.met, Some(false));
+        assert!(c.measured.contains("(0.70×)"), "{}", c.measured);
+        // Owners at 10M take 1054 MiB: over the 1024 MiB budget.
+        let c = find("(issue 17) Rush RSS at the largest size within its memory budget");
+        assert_eq!(c.met, Some(false));
+        assert_eq!(
+            c.measured,
+            "budget 1024 MiB; links at 10,000,000: 863 MiB; owners at 10,000,000: 1054 MiB"
+        );
+        // Links: 90 B against Redis's 241 B (0.38×, missed); owners: 110 B
+        // against 400 B (0.28×, met).
+        let c = find("(issue 17) Rush RSS per item ≤ 0.3× Redis's");
+        assert_eq!(c.met, Some(false));
+        assert!(c.measured.contains("links at 10,000,000 (Redis 10,400,000): Rush 90 B (whole RSS), Redis 241 B (used_memory growth; RSS 301 B): 0.38×"), "{}", c.measured);
+        assert!(
+            c.measured.contains("owners at 10,000,000: Rush 110 B"),
+            "{}",
+            c.measured
+        );
+        assert!(c.measured.contains("0.28×"), "{}", c.measured);
+        // Issue 7's footprint target still measures links only.
+        let c = find("(issue 7) footprint");
+        assert!(
+            c.measured
+                .starts_with("at 10,000,000 (Redis 10,400,000) links: Rush 90 B/link (whole RSS), Redis 241 B/link"),
+            "{}",
+            c.measured
+        );
+        // Issue 7's scaling target reads the same runs as before.
+        assert_eq!(
+            find("(issue 7) links-resolve at the largest size").met,
+            Some(true)
+        );
+        // The report lists them.
+        let md = markdown(&results, &charts::Drawn::default());
+        assert!(
+            md.contains(
+                "| (issue 17) links-shorten at the largest size ≥ 0.8× its smallest (Rush) |"
+            ),
+            "{md}"
+        );
+
+        // Without a budget, or without owners: said so.
+        let mut json = scaling_results();
+        json.as_object_mut().unwrap().remove("scale_memory_mb");
+        json["footprint"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|f| f.get("workload") != Some(&json!("catalog")));
+        let results: SuiteResults = serde_json::from_value(json).unwrap();
+        let checks = crate::goals::targets(&results, 16);
+        let find = |t: &str| checks.iter().find(|c| c.target.starts_with(t)).unwrap();
+        let c = find("(issue 17) Rush RSS at the largest size within its memory budget");
+        assert_eq!(
+            (c.met, c.measured.as_str()),
+            (None, "not measured (no memory budget)")
+        );
+        let c = find("(issue 17) Rush RSS per item ≤ 0.3× Redis's");
+        assert_eq!(c.met, Some(false));
+        assert!(
+            c.measured.ends_with("owners: not measured"),
+            "{}",
+            c.measured
+        );
     }
 
     #[test]

@@ -35,6 +35,7 @@ mod redis_benchmark;
 mod results;
 mod servers;
 
+pub use phases::{ScalingFamily, SCALING_FAMILIES};
 pub use probes::{load_average, machine};
 pub use results::{
     Calibration, Footprint, Layout, Machine, Pinning, RedisBenchmarkRow, ServerKind, SuiteResults,
@@ -93,11 +94,15 @@ pub struct SuiteOptions {
     /// One open-loop step at half the peak for workloads that are not swept
     /// (the latency target is stated at half the peak for every workload).
     pub half_peak: bool,
-    /// Key counts of the scaling rows (links-resolve and catalog, with the
-    /// footprint per link); empty: no scaling phase.
+    /// Item counts of the scaling rows (links: links-resolve, the footprint,
+    /// links-shorten; owners: catalog, the footprint, catalog-zipf); empty:
+    /// no scaling phase.
     pub scale_keys: Vec<u64>,
     /// Servers the scaling phase runs on.
     pub scale_servers: Vec<ServerKind>,
+    /// rushd's `--memory-mb` in the scaling phase (`None`: rushd's own
+    /// cache and buffer sizes).
+    pub scale_memory_mb: Option<usize>,
     /// Also run every workload on a one-shard rushd.
     pub one_shard: bool,
     /// Also run the headline closed-loop runs in the pinned layout (server
@@ -150,10 +155,30 @@ impl SuiteOptions {
             // writes its TTL to the AOF, but the phase-1 rows show that
             // cost); one Redis keeps the 10M-key preloads affordable.
             scale_servers: vec![ServerKind::Rush, ServerKind::RedisEverysec],
+            scale_memory_mb: Some(default_scale_memory_mb(quick, None)),
             one_shard: true,
             pin: false,
         }
     }
+}
+
+/// The smallest `rushd --memory-mb` a node of `shards` shards takes: its
+/// memtable share (10 % of the budget) must hold two 4 MiB memtables per
+/// shard (rushd's `DEFAULT_MEMTABLES_PCT`, `MEMTABLES_PER_SHARD` and
+/// `MIN_WRITE_BUFFER_MB`; rushd refuses a smaller budget).
+pub fn smallest_memory_mb(shards: usize) -> usize {
+    shards.max(1) * 2 * 4 * 100 / 10
+}
+
+/// The scaling phase's memory budget for rushd unless one is given: 1024
+/// MiB, 256 in quick runs (128 would not hold two shards' memtables),
+/// raised to the smallest budget rushd takes with `shards` shards (`None`:
+/// rushd's default, one per core).
+pub fn default_scale_memory_mb(quick: bool, shards: Option<usize>) -> usize {
+    let shards =
+        shards.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let base = if quick { 256 } else { 1024 };
+    base.max(smallest_memory_mb(shards))
 }
 
 /// Run the suite and write the report; returns the results (check
@@ -166,9 +191,12 @@ impl SuiteOptions {
 ///    Then **redis-benchmark** (`redis_benchmark`): redis-benchmark against a
 ///    fresh instance of every server (rushd's RESP listener), SET, GET, INCR
 ///    and HSET at pipelines 1 and 16, with the server's CPU per request.
-/// 2. **Scaling and footprint** (fresh servers, `scale_servers`): links
-///    preloaded to each of `scale_keys` with `links-resolve` run at each and
-///    the memory and disk per link measured; then `catalog` at each size.
+/// 2. **Scaling and footprint** (`scale_servers`; rushd on the memory
+///    budget `scale_memory_mb`): two families, each on a fresh server of
+///    its own. Links: preloaded to each of `scale_keys` with `links-resolve`
+///    run at each, the memory and disk per link measured, then
+///    `links-shorten` at that size. Owners: the same with `catalog`, the
+///    footprint per owner, then `catalog-zipf` on the same data.
 /// 3. **One shard**: rushd restarted with `--shards 1`, every workload once
 ///    at the deepest pipeline, to compare with phase 1's rushd.
 /// 4. **Pinned** (`pin`): every workload on every server again, closed loop
@@ -228,6 +256,7 @@ pub fn run_suite(
         failures: Vec::new(),
         calibration: Vec::new(),
         footprint: Vec::new(),
+        scale_memory_mb: None,
         load_average_end: String::new(),
         suite_secs: 0.0,
         pinned: None,
@@ -374,17 +403,34 @@ impl Suite<'_> {
         }
     }
 
+    /// Start a fresh `kind` with `shards` (rushd), `pin`ned or not.
     fn start(
         &self,
         kind: ServerKind,
         shards: Option<usize>,
         pin: Option<&Pin>,
     ) -> anyhow::Result<Server> {
+        self.start_with(kind, shards, pin, &[])
+    }
+
+    /// [`Suite::start`], giving rushd `rushd_args` too (a phase's own
+    /// settings, such as the scaling phase's memory budget).
+    fn start_with(
+        &self,
+        kind: ServerKind,
+        shards: Option<usize>,
+        pin: Option<&Pin>,
+        rushd_args: &[String],
+    ) -> anyhow::Result<Server> {
         let on = pin.map(|p| (p.taskset.as_path(), p.server_cpu));
-        let server = Server::start(kind, self.opts, shards, &self.data_parent, on)
+        let server = Server::start(kind, self.opts, shards, &self.data_parent, on, rushd_args)
             .with_context(|| format!("starting {}", kind.label()))?;
+        let args = match kind {
+            ServerKind::Rush if !rushd_args.is_empty() => format!(" ({})", rushd_args.join(" ")),
+            _ => String::new(),
+        };
         match pin {
-            None => eprintln!("== {} on {} ==", kind.label(), server.target),
+            None => eprintln!("== {} on {}{args} ==", kind.label(), server.target),
             Some(p) => eprintln!(
                 "== {} on {}, pinned to CPU {} (client on CPU {}) ==",
                 kind.label(),

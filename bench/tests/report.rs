@@ -113,6 +113,7 @@ fn results() -> SuiteResults {
             p99_ms: 2.0,
         }],
         footprint: Vec::new(),
+        scale_memory_mb: None,
         load_average_end: "2.5".into(),
         suite_secs: 90.0,
         pinned: None,

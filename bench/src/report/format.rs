@@ -34,6 +34,16 @@ pub(crate) fn mib(b: f64) -> String {
     format!("{:.0} MiB", b / 1048576.0)
 }
 
+/// Bytes as MiB below a GiB, else GiB with one decimal: "420 MiB", "9.3 GiB".
+pub(crate) fn size(b: f64) -> String {
+    const GIB: f64 = 1024.0 * 1048576.0;
+    if b < GIB {
+        mib(b)
+    } else {
+        format!("{:.1} GiB", b / GIB)
+    }
+}
+
 /// Now, as `YYYY-MM-DD HH:MM UTC`.
 pub fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
@@ -53,6 +63,12 @@ mod tests {
         assert_eq!(ms(2500.0), "2.50");
         assert_eq!(ms(12_340.0), "12.3");
         assert_eq!(ms(250_000.0), "250");
+    }
+
+    #[test]
+    fn formats_sizes() {
+        assert_eq!(size(420.0 * 1048576.0), "420 MiB");
+        assert_eq!(size(9.3 * 1024.0 * 1048576.0), "9.3 GiB");
     }
 
     #[test]

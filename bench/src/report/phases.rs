@@ -1,29 +1,63 @@
 //! The suite's later phases: throughput as the data grows, the footprint
-//! per stored link, and a one-shard rushd beside the all-shards one.
+//! per stored item (links and owners) and its projection to 100M items,
+//! and a one-shard rushd beside the all-shards one.
 
-use super::format::{mib, ms, ops};
-use super::select::{peak_run, variant_runs};
-use crate::suite::{ServerKind, SuiteResults, VARIANT_ONE_SHARD, VARIANT_SCALING};
+use super::format::{mib, ms, ops, size};
+use super::select::{peak_run, variant_runs, workload_order_of};
+use crate::suite::{
+    Footprint, ServerKind, SuiteResults, SCALING_FAMILIES, VARIANT_ONE_SHARD, VARIANT_SCALING,
+};
 use std::fmt::Write as _;
 
-/// "## Scaling with data size": phase 2's runs at each key count.
+/// "## Scaling with data size": phase 2's runs at each item count, by
+/// workload (the families' order), server and size.
 pub(super) fn scaling(s: &mut String, results: &SuiteResults) {
-    let runs = variant_runs(results, VARIANT_SCALING);
+    let mut runs = variant_runs(results, VARIANT_SCALING);
     if runs.is_empty() {
         return;
     }
+    // The families' workloads in the order they run, then any others.
+    let order: Vec<String> = SCALING_FAMILIES
+        .iter()
+        .flat_map(|f| [f.grows, f.then])
+        .map(str::to_string)
+        .chain(workload_order_of(results, |r| {
+            r.variant.as_deref() == Some(VARIANT_SCALING)
+        }))
+        .collect();
+    let rank = |w: &str| order.iter().position(|n| n == w);
+    let server_rank = |k: ServerKind| ServerKind::ALL.iter().position(|x| *x == k);
+    runs.sort_by_key(|r| {
+        (
+            rank(&r.report.workload),
+            server_rank(r.server),
+            r.report.keys,
+        )
+    });
+    let cpu = runs.iter().any(|r| r.report.server_cpu_secs.is_some());
     let _ = writeln!(s, "## Scaling with data size\n");
     let _ = writeln!(
         s,
-        "Fresh servers, data preloaded to each size in turn (links first, then owners), each \
-         workload run closed-loop at that size. The last column compares with the smallest size \
-         on the same server.\n"
+        "Each family on a fresh server of its own, its data preloaded to each size in turn: \
+         links (`links-resolve` at each size, then `links-shorten` writing new links into the \
+         store of that size) and owners (`catalog` at each size, then `catalog-zipf` on the same \
+         owners). Every run closed-loop at that size{}. The last column compares with the \
+         smallest size of the same workload on the same server.\n",
+        match results.scale_memory_mb {
+            Some(mb) => format!("; rushd on a memory budget of {mb} MiB (`--memory-mb {mb}`)"),
+            None => String::new(),
+        }
     );
     let _ = writeln!(
         s,
-        "| Workload | Server | Keys | ops/s | p50 ms | p99 ms | p99.9 ms | errors | vs smallest |"
+        "| Workload | Server | Keys | ops/s | p50 ms | p99 ms | p99.9 ms | errors |{} vs smallest |",
+        if cpu { " server µs/op |" } else { "" }
     );
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        s,
+        "|---|---|---:|---:|---:|---:|---:|---:|{}---:|",
+        if cpu { "---:|" } else { "" }
+    );
     for run in &runs {
         let r = &run.report;
         let base = runs
@@ -31,9 +65,14 @@ pub(super) fn scaling(s: &mut String, results: &SuiteResults) {
             .filter(|o| o.server == run.server && o.report.workload == r.workload)
             .min_by_key(|o| o.report.keys)
             .map(|o| o.report.throughput);
+        let us = match (cpu, r.server_cpu_us_per_op()) {
+            (false, _) => String::new(),
+            (true, Some(v)) => format!(" {v:.1} |"),
+            (true, None) => " – |".into(),
+        };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |{us} {} |",
             r.workload,
             run.server.label(),
             ops(r.keys as f64),
@@ -48,45 +87,172 @@ pub(super) fn scaling(s: &mut String, results: &SuiteResults) {
     let _ = writeln!(s);
 }
 
-/// "## Footprint per stored link": memory and disk per link at each size.
+/// The footprint rows with items, links first (then in the order measured).
+fn footprint_rows(results: &SuiteResults) -> Vec<&Footprint> {
+    let mut rows: Vec<_> = results.footprint.iter().filter(|f| f.links > 0).collect();
+    rows.sort_by_key(|f| f.items() != "links");
+    rows
+}
+
+/// "## Footprint per stored item": memory and disk per link and per owner
+/// at each size.
 pub(super) fn footprint(s: &mut String, results: &SuiteResults) {
-    let rows: Vec<_> = results.footprint.iter().filter(|f| f.links > 0).collect();
+    let rows = footprint_rows(results);
     if rows.is_empty() {
         return;
     }
-    let _ = writeln!(s, "## Footprint per stored link\n");
+    let _ = writeln!(s, "## Footprint per stored item\n");
+    let bounded = match results.scale_memory_mb {
+        Some(mb) => format!(
+            "sized from rushd's memory budget, `--memory-mb {mb}` ({mb} MiB), not by the data"
+        ),
+        None => "bounded by config, not by data".into(),
+    };
     let _ = writeln!(
         s,
-        "Measured after the scaling phase's `links-resolve` run at each size (100-byte URLs, \
-         7-character codes, 30-day TTL). Rush: the process's resident memory (VmRSS; it holds \
-         RocksDB's block cache and memtables, bounded by config, not by data) and its data \
-         directory after a full compaction. Redis: `INFO memory` used_memory (Redis's own \
-         accounting, as in the issue's 241 bytes) and its resident memory. *Per link* divides the \
-         growth since the empty server by the links; *total per link* divides the whole.\n"
+        "Measured in the scaling phase on a server holding one family's data: links after \
+         `links-resolve` at each size (100-byte URLs, 7-character codes, 30-day TTL; the items \
+         count the links `links-shorten` stored at the sizes before), owners after `catalog` at \
+         each size (3–5 records of ~40 bytes each). Rush: the process's \
+         resident memory (VmRSS; it holds RocksDB's block cache and memtables and the shards' \
+         caches, {bounded}) and its data directory after a full compaction. Redis: `INFO \
+         memory` used_memory (Redis's own accounting, as in the issue's 241 bytes per link) and \
+         its resident memory. *Per item* divides the growth since the empty server by the \
+         items; *total per item* divides the whole.\n"
     );
     let _ = writeln!(
         s,
-        "| Server | Links | RSS | RSS per link (growth / total) | used_memory per link | disk | disk per link |"
+        "| Server | Workload | Items | RSS | RSS per item (growth / total) | used_memory per item | disk | disk per item |"
     );
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|");
     for f in rows {
         let n = f.links as f64;
-        let rss_growth = f.rss_bytes.saturating_sub(f.rss_empty_bytes) as f64 / n;
         let used = match (f.used_memory, f.used_memory_empty) {
             (Some(u), Some(e)) => format!("{:.0} B", u.saturating_sub(e) as f64 / n),
             _ => "–".into(),
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.0} B / {:.0} B | {} | {} | {:.0} B |",
+            "| {} | {} | {} | {} | {:.0} B / {:.0} B | {} | {} | {:.0} B |",
             f.server.label(),
+            f.items(),
             ops(n),
             mib(f.rss_bytes as f64),
-            rss_growth,
+            growth(f.rss_bytes, f.rss_empty_bytes) / n,
             f.rss_bytes as f64 / n,
             used,
             mib(f.disk_bytes as f64),
-            f.disk_bytes.saturating_sub(f.disk_empty_bytes) as f64 / n
+            growth(f.disk_bytes, f.disk_empty_bytes) / n
+        );
+    }
+    let _ = writeln!(s);
+}
+
+/// The items the projection is made for.
+const PROJECTED_ITEMS: u64 = 100_000_000;
+
+/// Bytes gained since the empty server (none when it shrank).
+fn growth(now: u64, empty: u64) -> f64 {
+    now.saturating_sub(empty) as f64
+}
+
+/// A server's figures at [`PROJECTED_ITEMS`], from its footprint at the
+/// largest size measured: the empty server's figure plus the growth per
+/// item times the items.
+struct Projection<'a> {
+    from: &'a Footprint,
+    /// RSS growth per item, bytes.
+    rss_per_item: f64,
+    /// Disk growth per item, bytes.
+    disk_per_item: f64,
+    /// Projected RSS and disk, bytes.
+    rss: f64,
+    disk: f64,
+}
+
+impl Projection<'_> {
+    fn of(f: &Footprint) -> Projection<'_> {
+        let n = f.links.max(1) as f64;
+        let rss_per_item = growth(f.rss_bytes, f.rss_empty_bytes) / n;
+        let disk_per_item = growth(f.disk_bytes, f.disk_empty_bytes) / n;
+        let at = PROJECTED_ITEMS as f64;
+        Projection {
+            from: f,
+            rss_per_item,
+            disk_per_item,
+            rss: f.rss_empty_bytes as f64 + rss_per_item * at,
+            disk: f.disk_empty_bytes as f64 + disk_per_item * at,
+        }
+    }
+}
+
+/// The footprint of `server` at the largest size measured of each kind of
+/// item, links first.
+pub(crate) fn largest_footprints(results: &SuiteResults, server: ServerKind) -> Vec<&Footprint> {
+    ["links", "owners"]
+        .into_iter()
+        .filter_map(|items| {
+            results
+                .footprint
+                .iter()
+                .filter(|f| f.server == server && f.items() == items && f.links > 0)
+                .max_by_key(|f| f.links)
+        })
+        .collect()
+}
+
+/// "## Projection to 100M": each family's RSS and disk at 100M items on
+/// each server, linear in the growth per item measured.
+pub(super) fn projection(s: &mut String, results: &SuiteResults) {
+    let mut rows: Vec<Projection> = ServerKind::ALL
+        .into_iter()
+        .flat_map(|k| largest_footprints(results, k))
+        .map(Projection::of)
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    rows.sort_by_key(|p| p.from.items() != "links");
+    let _ = writeln!(s, "## Projection to 100M\n");
+    let _ = writeln!(
+        s,
+        "Each figure at 100M items is the empty server's plus 100M × the growth per item \
+         between the empty server and the largest size measured (a straight line through two \
+         points). For Redis the RSS is the RAM it would need to hold the data.{}\n",
+        match results.scale_memory_mb {
+            Some(mb) => format!(
+                " Rush's caches, memtables and held writes are sized from its memory budget \
+                 ({mb} MiB), not by the data, so its RSS stops at the budget plus what the \
+                 budget does not size (the catalog's Bloom filters, allocator overhead); the \
+                 linear figure beside it is where the growth measured would lead without that \
+                 bound."
+            ),
+            None => String::new(),
+        }
+    );
+    let _ = writeln!(
+        s,
+        "| Server | Data | per item (RSS growth, disk) | projected RSS at 100M | projected disk at 100M |"
+    );
+    let _ = writeln!(s, "|---|---|---:|---:|---:|");
+    for p in rows {
+        let f = p.from;
+        let rss = match (f.server, results.scale_memory_mb) {
+            (ServerKind::Rush, Some(mb)) => format!(
+                "≤ budget ({mb} MiB) + what it does not size; linear {}",
+                size(p.rss)
+            ),
+            _ => size(p.rss),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} (from {}) | {:.0} B, {:.0} B | {rss} | {} |",
+            f.server.label(),
+            f.items(),
+            ops(f.links as f64),
+            p.rss_per_item,
+            p.disk_per_item,
+            size(p.disk)
         );
     }
     let _ = writeln!(s);

@@ -1,16 +1,48 @@
 //! The suite's phases, in the order [`run_suite`](super::run_suite) runs
 //! them: every workload on every server, redis-benchmark on every server,
-//! scaling and footprint, one shard, and the pinned layout.
+//! scaling and footprint (links, then owners, each on its own server), one
+//! shard, and the pinned layout.
 
 use super::pin::{affinity, Pin};
+use super::results::items_of;
+use super::servers::Server;
 use super::{
-    base_options, calibrate, probes, redis_benchmark, Pinning, ServerKind, Suite,
+    base_options, calibrate, probes, redis_benchmark, Footprint, Pinning, ServerKind, Suite,
     PINNED_CLIENT_THREADS, VARIANT_ONE_SHARD, VARIANT_PINNED, VARIANT_SCALING,
 };
 use crate::driver::Stop;
 use crate::target::Side;
 use crate::workload::Entry;
 use anyhow::Context;
+
+/// One family of phase 2, run on a fresh server of its own.
+#[derive(Debug, Clone, Copy)]
+pub struct ScalingFamily {
+    /// The workload whose preload grows the data to each size; the
+    /// footprint is measured after it.
+    pub grows: &'static str,
+    /// The workload run next at that size, on the same data.
+    pub then: &'static str,
+    /// `then` stores an item per answered operation (links-shorten's new
+    /// links): later footprints of the family count them.
+    pub then_stores: bool,
+}
+
+/// Phase 2's families: links (links-resolve, then links-shorten writing new
+/// links into the store) and owners (catalog, then catalog-zipf, whose
+/// preload finds catalog's marker and adds nothing).
+pub const SCALING_FAMILIES: [ScalingFamily; 2] = [
+    ScalingFamily {
+        grows: "links-resolve",
+        then: "links-shorten",
+        then_stores: true,
+    },
+    ScalingFamily {
+        grows: "catalog",
+        then: "catalog-zipf",
+        then_stores: false,
+    },
+];
 
 impl Suite<'_> {
     /// Phase 1: every workload against `kind`.
@@ -119,57 +151,121 @@ impl Suite<'_> {
         server.stop()
     }
 
-    /// Phase 2: links-resolve at each size (with the footprint per link),
-    /// then catalog at each size, on a fresh `kind`.
+    /// Phase 2: each family of [`SCALING_FAMILIES`] whose first workload
+    /// is selected, on a fresh `kind` of its own (so each footprint is its
+    /// own data's).
     pub(super) fn scaling(&mut self, kind: ServerKind, entries: &[&Entry]) -> anyhow::Result<()> {
-        let opts = self.opts;
         let wanted = |name: &str| entries.iter().find(|e| e.name == name).copied();
-        let resolve = wanted("links-resolve");
-        let catalog = wanted("catalog");
-        if resolve.is_none() && catalog.is_none() {
-            return Ok(());
+        for family in SCALING_FAMILIES {
+            if let Some(grows) = wanted(family.grows) {
+                self.scaling_family(kind, family, grows, wanted(family.then))?;
+                self.checkpoint();
+            }
         }
-        let server = self.start(kind, self.opts.shards, None)?;
-        let empty = probes::footprint(self.rt, &server, kind, 0, None)?;
-        let mut sizes = opts.scale_keys.clone();
+        Ok(())
+    }
+
+    /// One family of phase 2 on a fresh `kind`: at each size, `grows` (its
+    /// preload adds the data up to the size), the footprint of the data,
+    /// then `then` at the same size on the same data.
+    fn scaling_family(
+        &mut self,
+        kind: ServerKind,
+        family: ScalingFamily,
+        grows: &Entry,
+        then: Option<&Entry>,
+    ) -> anyhow::Result<()> {
+        let budget = self
+            .opts
+            .scale_memory_mb
+            .filter(|_| kind == ServerKind::Rush);
+        let args: Vec<String> = budget
+            .map(|mb| vec!["--memory-mb".into(), mb.to_string()])
+            .unwrap_or_default();
+        let server = self.start_with(kind, self.opts.shards, None, &args)?;
+        if let Some(mb) = budget {
+            self.results.scale_memory_mb = Some(mb as u64);
+        }
+        let empty = probes::footprint(self.rt, &server, kind, grows.name, 0, None)?;
+        let mut sizes = self.opts.scale_keys.clone();
         sizes.sort_unstable();
         sizes.dedup();
-        for (name, entry) in [("links-resolve", resolve), ("catalog", catalog)] {
-            let Some(entry) = entry else { continue };
-            for &keys in &sizes {
-                // Both read preloaded data: each size loads what it adds.
-                let mut o = base_options(opts, kind, &server, entry, self.top);
-                o.params.keys = keys;
-                eprintln!(
-                    "-- {name} · {} · {} keys (scaling)",
-                    kind.key(),
-                    crate::driver::group(keys)
-                );
-                let ran = self.run(entry, o, kind, None, Some(VARIANT_SCALING));
-                if ran.is_some() && name == "links-resolve" {
-                    match probes::footprint(self.rt, &server, kind, keys, Some(&empty)) {
-                        Ok(f) => {
-                            eprintln!(
-                                "   footprint: {} links, RSS {:.0} MiB, disk {:.0} MiB{}",
-                                keys,
-                                f.rss_bytes as f64 / 1048576.0,
-                                f.disk_bytes as f64 / 1048576.0,
-                                f.used_memory.map_or(String::new(), |u| format!(
-                                    ", used_memory {:.0} MiB",
-                                    u as f64 / 1048576.0
-                                ))
-                            );
-                            self.results.footprint.push(f);
-                        }
-                        Err(e) => self.results.failures.push(format!(
-                            "footprint of {} at {keys} links: {e:#}",
-                            kind.label()
-                        )),
-                    }
+        // Items `then` stored at the sizes before (links-shorten's links).
+        let mut stored = 0;
+        for keys in sizes {
+            if self.scaling_run(kind, &server, grows, keys).is_none() {
+                if let Some(then) = then {
+                    eprintln!(
+                        "   {} skipped at {} keys: the data is not there",
+                        then.name,
+                        crate::driver::group(keys)
+                    );
                 }
+                continue;
+            }
+            self.record_footprint(kind, &server, grows.name, keys + stored, &empty);
+            let Some(then) = then else { continue };
+            if let Some(ok) = self.scaling_run(kind, &server, then, keys) {
+                stored += if family.then_stores { ok } else { 0 };
             }
         }
         server.stop()
+    }
+
+    /// `entry` closed-loop at the deepest pipeline with `keys` items (a
+    /// workload reading preloaded data loads what it adds); the operations
+    /// answered, when it ran.
+    fn scaling_run(
+        &mut self,
+        kind: ServerKind,
+        server: &Server,
+        entry: &Entry,
+        keys: u64,
+    ) -> Option<u64> {
+        let mut o = base_options(self.opts, kind, server, entry, self.top);
+        o.params.keys = keys;
+        eprintln!(
+            "-- {} · {} · {} keys (scaling)",
+            entry.name,
+            kind.key(),
+            crate::driver::group(keys)
+        );
+        self.run(entry, o, kind, None, Some(VARIANT_SCALING))
+            .map(|r| r.ok)
+    }
+
+    /// Measure and keep the footprint of `server` holding `items` items of
+    /// `workload`'s data (the preload's and those stored since; or the
+    /// failure to).
+    fn record_footprint(
+        &mut self,
+        kind: ServerKind,
+        server: &Server,
+        workload: &str,
+        items: u64,
+        empty: &Footprint,
+    ) {
+        match probes::footprint(self.rt, server, kind, workload, items, Some(empty)) {
+            Ok(f) => {
+                eprintln!(
+                    "   footprint: {} {}, RSS {:.0} MiB, disk {:.0} MiB{}",
+                    items,
+                    f.items(),
+                    f.rss_bytes as f64 / 1048576.0,
+                    f.disk_bytes as f64 / 1048576.0,
+                    f.used_memory.map_or(String::new(), |u| format!(
+                        ", used_memory {:.0} MiB",
+                        u as f64 / 1048576.0
+                    ))
+                );
+                self.results.footprint.push(f);
+            }
+            Err(e) => self.results.failures.push(format!(
+                "footprint of {} at {items} {}: {e:#}",
+                kind.label(),
+                items_of(workload)
+            )),
+        }
     }
 
     /// Phase 3: every workload once on a one-shard rushd.

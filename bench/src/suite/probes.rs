@@ -9,14 +9,16 @@ use crate::target::{Side, Target};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
-/// Memory and disk of `server` holding `links` links (after a compaction on
-/// Rush, so the disk figure is settled data, not WAL and memtables);
-/// `empty`: the same server's figures before anything was loaded.
+/// Memory and disk of `server` holding `items` items of `workload`'s data
+/// (links, or owners; after a compaction on Rush, so the disk figure is
+/// settled data, not WAL and memtables); `empty`: the same server's figures
+/// before anything was loaded.
 pub(super) fn footprint(
     rt: &tokio::runtime::Runtime,
     server: &Server,
     kind: ServerKind,
-    links: u64,
+    workload: &str,
+    items: u64,
     empty: Option<&Footprint>,
 ) -> anyhow::Result<Footprint> {
     let rss_bytes = rss_of(server.child.id())?;
@@ -36,7 +38,8 @@ pub(super) fn footprint(
     };
     Ok(Footprint {
         server: kind,
-        links,
+        workload: workload.into(),
+        links: items,
         keys,
         rss_bytes,
         rss_empty_bytes: empty.map_or(rss_bytes, |e| e.rss_bytes),

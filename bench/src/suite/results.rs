@@ -124,13 +124,21 @@ pub struct Pinning {
     pub rush_shards: usize,
 }
 
-/// What a server holds in memory and on disk for a number of links.
+/// What a server holds in memory and on disk for a number of stored items
+/// (links, or catalog owners) of one workload's data.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Footprint {
     pub server: ServerKind,
-    /// Links stored (0: the empty server).
+    /// The workload whose data was measured: `links-resolve` (links) or
+    /// `catalog` (owners); results written before the catalog's footprint
+    /// have none and measured links.
+    #[serde(default = "links_workload")]
+    pub workload: String,
+    /// Items stored (links or owners; 0: the empty server). The name is
+    /// older than the catalog's footprint and stays, so that older
+    /// `results.json` files read.
     pub links: u64,
-    /// Redis DBSIZE (the links plus a counter).
+    /// Redis DBSIZE (the items plus a counter or a marker).
     pub keys: Option<u64>,
     /// Resident memory of the process (VmRSS).
     pub rss_bytes: u64,
@@ -141,6 +149,29 @@ pub struct Footprint {
     /// Redis `INFO memory` used_memory.
     pub used_memory: Option<u64>,
     pub used_memory_empty: Option<u64>,
+}
+
+/// The workload of a footprint that names none (written before footprints
+/// named theirs): links.
+fn links_workload() -> String {
+    "links-resolve".into()
+}
+
+impl Footprint {
+    /// What its items are: "owners" for the catalog's data, else "links".
+    pub fn items(&self) -> &'static str {
+        items_of(&self.workload)
+    }
+}
+
+/// What the items a `workload` stores are called: "owners" for the
+/// catalog's, "links" for the others.
+pub fn items_of(workload: &str) -> &'static str {
+    if crate::workloads::catalog::is_catalog(workload) {
+        "owners"
+    } else {
+        "links"
+    }
 }
 
 /// The machine the suite ran on.
@@ -181,9 +212,13 @@ pub struct SuiteResults {
     /// rush-bench's Redis side comes to Redis's own C client.
     #[serde(default)]
     pub calibration: Vec<Calibration>,
-    /// Memory and disk per stored link (scaling phase).
+    /// Memory and disk per stored item, links and owners (scaling phase).
     #[serde(default)]
     pub footprint: Vec<Footprint>,
+    /// rushd's `--memory-mb` in the scaling phase, when it ran on a budget
+    /// (absent in older results, and when it ran on rushd's own sizes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_memory_mb: Option<u64>,
     /// 1-minute load average when the suite ended.
     #[serde(default)]
     pub load_average_end: String,

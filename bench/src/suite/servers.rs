@@ -61,20 +61,27 @@ pub(super) struct Server {
 }
 
 impl Server {
-    /// `on`: start it under `taskset -c CPU` (the taskset binary and the CPU).
+    /// `on`: start it under `taskset -c CPU` (the taskset binary and the
+    /// CPU); `rushd_args`: more arguments for rushd (after the suite's own;
+    /// redis-server is given none of them).
     pub fn start(
         kind: ServerKind,
         opts: &SuiteOptions,
         shards: Option<usize>,
         data_parent: &Path,
         on: Option<(&Path, usize)>,
+        rushd_args: &[String],
     ) -> anyhow::Result<Server> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("rush-bench-{}-", kind.key()))
             .tempdir_in(data_parent)
             .context("creating a data directory")?;
         let server = match kind {
-            ServerKind::Rush => start_rushd(server_command(&opts.rushd, on), shards, dir),
+            ServerKind::Rush => {
+                let mut cmd = server_command(&opts.rushd, on);
+                rushd_command(&mut cmd, shards, rushd_args, dir.path());
+                start_rushd(cmd, dir)
+            }
             ServerKind::RedisEverysec => {
                 start_redis(server_command(&opts.redis_server, on), "everysec", dir)
             }
@@ -159,11 +166,9 @@ fn program(cmd: &Command) -> String {
         .join(" ")
 }
 
-fn start_rushd(
-    mut cmd: Command,
-    shards: Option<usize>,
-    dir: tempfile::TempDir,
-) -> anyhow::Result<Server> {
+/// rushd's arguments: loopback listeners on free ports, quiet logs, the
+/// data directory `data`, `--shards` when given, then `extra`.
+fn rushd_command(cmd: &mut Command, shards: Option<usize>, extra: &[String], data: &Path) {
     cmd.args([
         "--listen",
         "127.0.0.1:0",
@@ -176,13 +181,19 @@ fn start_rushd(
         "warn",
         "--data",
     ])
-    .arg(dir.path())
+    .arg(data)
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::inherit());
     if let Some(n) = shards {
         cmd.arg("--shards").arg(n.to_string());
     }
+    cmd.args(extra);
+}
+
+/// Run rushd's `cmd` (see [`rushd_command`]) on data directory `dir` and
+/// wait for its serving line.
+fn start_rushd(mut cmd: Command, dir: tempfile::TempDir) -> anyhow::Result<Server> {
     let mut child = spawn_tied(&mut cmd).with_context(|| format!("running {}", program(&cmd)))?;
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -356,5 +367,24 @@ mod tests {
         assert_eq!(args, ["-c", "3", "/b/rushd"]);
         pinned.args(["--listen", "127.0.0.1:0"]);
         assert_eq!(program(&pinned), "/t/taskset -c 3 /b/rushd");
+    }
+
+    #[test]
+    fn rushd_gets_the_phase_arguments_after_its_own() {
+        let mut cmd = server_command(Path::new("/b/rushd"), None);
+        let extra = ["--memory-mb".to_string(), "256".to_string()];
+        rushd_command(&mut cmd, Some(2), &extra, Path::new("/d"));
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
+        let at = |flag: &str| args.iter().position(|a| a == flag).expect(flag);
+        assert_eq!(args[at("--data") + 1], "/d");
+        assert_eq!(args[at("--shards") + 1], "2");
+        assert_eq!(args[at("--memory-mb") + 1], "256");
+        assert_eq!(args.last().map(|a| a.as_ref()), Some("256"));
+        // Without any: the suite's own arguments only.
+        let mut plain = server_command(Path::new("/b/rushd"), None);
+        rushd_command(&mut plain, None, &[], Path::new("/d"));
+        assert!(!plain
+            .get_args()
+            .any(|a| a == "--memory-mb" || a == "--shards"));
     }
 }

@@ -151,6 +151,20 @@ fn info_reply() -> InfoReply {
         ("advertise", "h:1"),
         // The map gives "a" no RESP address: the default, port + 2.
         ("resp_advertise", "h:3"),
+        ("rss_bytes", "536870912"),
+        ("memory_budget_bytes", "1073741824"),
+        ("memory_block_cache_bytes", "104857600"),
+        ("memory_block_cache_limit_bytes", "322122547"),
+        ("memory_memtables_bytes", "65536"),
+        ("memory_memtables_limit_bytes", "107374182"),
+        ("memory_row_cache_bytes", "52428800"),
+        ("memory_row_cache_limit_bytes", "161061273"),
+        ("memory_write_back_bytes", "0"),
+        ("memory_write_back_limit_bytes", "107374182"),
+        ("memory_catalog_cache_bytes", "1048576"),
+        ("memory_catalog_cache_limit_bytes", "161061273"),
+        ("memory_catalog_filters_bytes", "1198080"),
+        ("memory_hot_state_bytes", "0"),
     ];
     InfoReply {
         rows: rows

@@ -214,6 +214,79 @@ async fn a_bloom_negative_reads_nothing() {
     node.stop().await;
 }
 
+/// A start builds each shard's filter as one layer sized for the owners it
+/// stores, however many layers it had grown to before: an absent owner
+/// costs one layer's probes, present owners still pass and absent ones
+/// keep to the false-positive target.
+#[tokio::test]
+async fn a_restart_builds_one_filter_layer_sized_for_what_is_stored() {
+    let target = 0.01;
+    let mut node = TestNode::start_with(|c| {
+        c.catalog.bloom_expected_items = 10_000;
+        c.catalog.bloom_fp_rate = target;
+    })
+    .await;
+    let owners: Vec<String> = (0..30_000).map(|i| format!("R{i:06}")).collect();
+    put_owners(&node, owners.clone()).await;
+    let layers = |node: &TestNode| -> i64 {
+        let m = &node.running().metrics().catalog;
+        (0..2)
+            .map(|s| m.bloom_layers.with_label_values(&[&s.to_string()]).get())
+            .sum()
+    };
+    node.client.clock_advance(Duration::ZERO).await.unwrap(); // gauges
+    assert!(
+        layers(&node) >= 4,
+        "filters grew ({} layers)",
+        layers(&node)
+    );
+
+    node.restart().await;
+    assert_eq!(layers(&node), 2, "one layer per shard after a start");
+    // Every stored owner passes the filter and answers its record.
+    let conn = raw_conn(&node).await;
+    let found = pipelined(owners, 4000, |owner| {
+        let conn = conn.clone();
+        async move {
+            conn.call(
+                &CatalogQuery {
+                    owner: owner.into(),
+                    filter: CatalogFilter::default(),
+                },
+                T,
+            )
+            .await
+        }
+    })
+    .await;
+    for f in found {
+        assert_eq!(f.expect("answered").records.len(), 1);
+    }
+    // Absent owners: within the target.
+    let miss0 = path(&node, Path::StorageMiss);
+    let n = 20_000u64;
+    let answers = pipelined((0..n).collect(), 4000, |i| {
+        let conn = conn.clone();
+        async move {
+            conn.call(
+                &CatalogQuery {
+                    owner: format!("absent-{i}").into(),
+                    filter: CatalogFilter::default(),
+                },
+                T,
+            )
+            .await
+        }
+    })
+    .await;
+    for a in answers {
+        assert!(a.expect("answered").records.is_empty());
+    }
+    let rate = (path(&node, Path::StorageMiss) - miss0) as f64 / n as f64;
+    assert!(rate <= 1.5 * target, "measured {rate} over 1.5 × {target}");
+    node.stop().await;
+}
+
 #[tokio::test]
 async fn false_positive_rate_on_100k_absent_owners_is_within_bound() {
     let target = 0.01;

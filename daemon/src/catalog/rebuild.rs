@@ -92,22 +92,30 @@ impl Catalog {
     /// Build the filter from storage before the shard serves anything.
     pub(super) fn build_filter(&mut self, storage: &Storage) {
         let started = std::time::Instant::now();
-        let mut rb = Rebuild::new(self.new_filter(), self.first_slot, self.last_slot, 0);
-        let hasher = &self.hasher;
-        match rb.step(
-            &Txn::new(storage, self.shard),
-            usize::MAX,
-            usize::MAX,
-            |i| hash_item(hasher, i),
-        ) {
-            Ok(_) => {
+        match self.stored_hashes(storage) {
+            Ok(hashes) => {
+                // One layer sized for what is stored (and room to grow by
+                // half), not the configured share grown layer by layer: an
+                // absent owner then costs one layer's probes. (Built from the
+                // share, 5M owners a shard made four layers, and
+                // `Bloom::contains` was 6 % of a 10M-owner query profile:
+                // bench/results/NOTES.md.)
+                let n = hashes.len() as u64;
+                let share = self.cfg.bloom_expected_items / self.shards.max(1) as u64;
+                let mut filter = ScalableBloom::new(
+                    share.max(n.saturating_add(n / 2)).max(1),
+                    self.cfg.bloom_fp_rate,
+                );
+                for h in hashes {
+                    filter.insert(h);
+                }
                 tracing::debug!(
                     shard = self.shard,
-                    items = rb.scanned,
+                    items = n,
                     ms = started.elapsed().as_millis() as u64,
                     "catalog Bloom filter built"
                 );
-                self.bloom = rb.filter;
+                self.bloom = filter;
                 self.bloom_ready = true;
             }
             Err(e) => tracing::error!(
@@ -117,6 +125,26 @@ impl Catalog {
             ),
         }
         self.refresh_gauges();
+    }
+
+    /// The filter hash of every owner and alias this shard's slots store.
+    fn stored_hashes(&self, storage: &Storage) -> Result<Vec<u64>, StorageError> {
+        let mut hashes = Vec::new();
+        let hasher = &self.hasher;
+        SlotWalk::new(self.first_slot, self.last_slot).step(
+            &Txn::new(storage, self.shard),
+            usize::MAX,
+            usize::MAX,
+            keys::catalog_range,
+            |k, _| match keys::parse_catalog(k) {
+                Some(key) => {
+                    hashes.push(hash_item(hasher, key.into()));
+                    1
+                }
+                None => 0,
+            },
+        )?;
+        Ok(hashes)
     }
 
     /// Timer: start a rebuild if one is due (or the filter was never

@@ -46,14 +46,6 @@ async fn audit_and_stop(node: TestNode) -> EnvelopeAuditReply {
     a
 }
 
-/// Every key in every shard column family (to show bad input wrote nothing).
-fn stored_keys(node: &TestNode) -> usize {
-    let storage = node.running().storage().clone();
-    (0..storage.shards())
-        .map(|s| storage.count_raw(s, &[], &[0xff, 0xff, 0xff]).unwrap())
-        .sum()
-}
-
 /// The refund stream from its start: up to 100 refunds.
 async fn refunds_from_start(c: &Client) -> EnvelopeRefundsReply {
     c.envelope_refunds(RefundCursor::START, 100).await.unwrap()
@@ -228,7 +220,7 @@ async fn bad_input_is_refused_and_changes_nothing() {
         let e = c.envelope_info(id).await.unwrap_err();
         assert_eq!(code(&e), Some(ErrorCode::NotFound), "{id}: {e}");
     }
-    assert_eq!(stored_keys(&node), 0, "bad input wrote nothing");
+    assert_eq!(node.stored_keys().await, 0, "bad input wrote nothing");
     let a = audit_ok(c).await;
     assert_eq!(a.envelopes, 0);
 

@@ -189,6 +189,55 @@ async fn half_a_frame_then_silence_times_out() {
     node.stop().await;
 }
 
+/// The frame timeout counts the client's silence, not the server's: while
+/// the server holds a pipeline back (answers it has not written yet; here
+/// the client takes them late, as when commits are slow), the frame left
+/// half-read doesn't time out, and every request is answered.
+#[tokio::test]
+async fn a_frame_the_server_holds_back_does_not_time_out() {
+    let node = TestNode::start_with(|c| {
+        c.server.frame_timeout_secs = 1;
+        c.server.max_output_bytes = 1 << 20;
+    })
+    .await;
+    let value = "v".repeat(256 * 1024);
+    node.client.set("big", value.clone()).await.unwrap();
+    let mut s = raw(&node).await;
+    // 16 MiB of answers: more than the socket buffers and half of
+    // `max_output_bytes` (1 MiB) hold, so the server stops reading.
+    let gets = 64;
+    let mut pipeline = BytesMut::new();
+    for id in 1..=gets {
+        let mut body = BytesMut::new();
+        Get { key: "big".into() }.encode(&mut body);
+        pipeline.extend_from_slice(&request(Opcode::Get.as_u8(), id, &body));
+    }
+    let last = ping(gets + 1);
+    pipeline.extend_from_slice(&last[..7]);
+    s.write_all(&pipeline).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    s.write_all(&last[7..]).await.unwrap();
+    let mut buf = BytesMut::new();
+    for id in 1..=gets + 1 {
+        let f = loop {
+            if let Some(f) = frame::parse(&mut buf, 1 << 20).unwrap() {
+                break f;
+            }
+            let n = tokio::time::timeout(Duration::from_secs(10), s.read_buf(&mut buf))
+                .await
+                .expect("answers keep coming")
+                .unwrap();
+            assert!(n > 0, "closed before answer {id}");
+        };
+        assert_eq!(f.header.request_id, id);
+        if id <= gets {
+            let got = frame::decode_response::<<Get as Command>::Reply>(f.body).unwrap();
+            assert_eq!(got.unwrap().as_deref().map(<[u8]>::len), Some(value.len()));
+        }
+    }
+    node.stop().await;
+}
+
 #[tokio::test]
 async fn per_request_errors_keep_the_connection() {
     let node = TestNode::start().await;

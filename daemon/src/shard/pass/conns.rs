@@ -44,9 +44,9 @@ impl Shard {
                 (past || (c.inflight == 0 && c.queued_output() == 0)).then_some("shutdown")
             } else if c.io.handshaking() && now.duration_since(c.opened) > io.frame_timeout {
                 Some("tls handshake timeout")
-            } else if c
-                .frame_started
-                .is_some_and(|t| now.duration_since(t) > io.frame_timeout)
+            } else if !c.readable
+                && c.frame_started
+                    .is_some_and(|t| now.duration_since(t) > io.frame_timeout)
             {
                 Some("frame timeout")
             } else if c

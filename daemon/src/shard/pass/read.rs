@@ -73,6 +73,9 @@ impl Shard {
         }
         self.prefetch_ahead(Looked::Conn(idx), txn);
         let gen = self.io.conns[idx].gen;
+        // Whether the server stopped reading (its answers are not out yet):
+        // the rest of a frame then waits on the server, not the client.
+        let mut held = false;
         loop {
             let budget = self.io.budget();
             // A frame may have moved the connection away (SHARD_BIND).
@@ -83,6 +86,7 @@ impl Shard {
                 break;
             }
             if budget.blocks(c) {
+                held = true;
                 if (!c.rbuf.is_empty() || c.readable) && !c.in_blocked {
                     c.in_blocked = true;
                     self.io.blocked.push(idx);
@@ -110,7 +114,9 @@ impl Shard {
             }
         }
         if let Some(c) = self.io.conns.get_mut(idx) {
-            c.frame_started = match (c.rbuf.is_empty(), c.frame_started) {
+            // The frame timeout runs while part of a frame waits for the
+            // client's next bytes, and starts again after a hold.
+            c.frame_started = match (c.rbuf.is_empty() || held, c.frame_started) {
                 (true, _) => None,
                 (false, None) => Some(now),
                 (false, started) => started,

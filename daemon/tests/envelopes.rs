@@ -587,7 +587,9 @@ async fn retention_removes_old_days_and_keeps_newer_ones_in_the_same_bucket() {
     // The probes of the days in between are younger than 31 days: kept.
     assert_eq!(a.envelopes, advanced);
 
-    // Only the newer day's keys remain in the bucket.
+    // Only the newer day's keys remain in the bucket (once RocksDB holds
+    // every committed write).
+    node.running().write_back().await;
     let storage = node.running().storage().clone();
     let slot = envelope_slot(old);
     let shard = rush_daemon::shard::route::shard_of_slot(slot, 2);

@@ -109,6 +109,9 @@ pub const MAX_CONNECTIONS: usize = 10_000;
 pub const MAX_PIPELINE: usize = 4096;
 /// Connections used to preload (more would only contend).
 const PRELOAD_CONNECTIONS: usize = 8;
+/// A preload and settle longer than this opens the preload's connections
+/// again for the run: well under rushd's default idle timeout (300 s).
+const REOPEN_AFTER_SECS: f64 = 60.0;
 /// Most operations per second a run is assumed able to reach when it has no
 /// request count or rate: bounds what a workload that uses data up (shares
 /// of envelopes) prepares. Far above what 2 cores do; a run that still
@@ -135,8 +138,13 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
 
     // The preload's connections first; the rest after it, so that none
     // sits idle through a long preload (a server closes idle connections).
-    let conns = connect(&opts, opts.connections.min(PRELOAD_CONNECTIONS)).await?;
+    let mut conns = connect(&opts, opts.connections.min(PRELOAD_CONNECTIONS)).await?;
     let (preloaded, preload_secs, settle_secs) = prepare(&*workload, &opts, &conns).await?;
+    // A long preload or settle left most of them idle a while (the settle
+    // polls on one): open them again rather than find one closed mid-run.
+    if preload_secs + settle_secs > REOPEN_AFTER_SECS {
+        conns = connect(&opts, conns.len()).await?;
+    }
     let conns = share_sockets(&opts, conns).await?;
     // The workload's series, and where a stall was (every Rush run).
     let names: Vec<&str> = W::RUSH_METRICS

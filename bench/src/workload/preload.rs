@@ -8,6 +8,7 @@ use rush_protocol::Command;
 use std::any::Any;
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Requests in flight per connection while preloading Rush (group commit
@@ -22,10 +23,13 @@ const PRELOAD_ITEMS_RUSH: u64 = 16_384;
 const PRELOAD_BATCH_REDIS: u64 = 1000;
 const PRELOAD_DEPTH_REDIS: usize = 4;
 
-/// Send jobs `0..n` over `conns` — job `i` on connection `i mod conns`, in
-/// order, at most `depth` in flight on each — and keep the answers `send`
-/// returns `Some` of, in job order. The first error fails the whole preload
-/// (a preload must be complete).
+/// Send jobs `0..n` over `conns` — each connection takes the next job
+/// whenever it has room, at most `depth` in flight on each — and keep the
+/// answers `send` returns `Some` of, in job order. The first error fails the
+/// whole preload (a preload must be complete). Connections take jobs from
+/// one counter rather than a fixed share, so they finish together: one that
+/// ran ahead would otherwise sit idle until the slowest finished, long
+/// enough in a 10M-key preload for the server to close it as idle.
 async fn spread<'c, C, T, F, Fut>(
     conns: &'c [C],
     n: u64,
@@ -36,16 +40,17 @@ where
     F: Fn(&'c C, u64) -> Fut,
     Fut: Future<Output = anyhow::Result<Option<T>>>,
 {
-    let count = conns.len().max(1) as u64;
     let send = &send;
-    let per_conn = conns.iter().enumerate().map(|(j, conn)| async move {
-        let mut next = j as u64;
+    let next = &AtomicU64::new(0);
+    let per_conn = conns.iter().map(|conn| async move {
         let mut inflight = FuturesUnordered::new();
         let mut got = Vec::new();
         loop {
-            while inflight.len() < depth && next < n {
-                let i = next;
-                next += count;
+            while inflight.len() < depth {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
                 let answer = send(conn, i);
                 inflight.push(async move { answer.await.map(|a| a.map(|a| (i, a))) });
             }

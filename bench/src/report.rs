@@ -364,6 +364,7 @@ pub(crate) mod tests {
             footprint_json("rush", None, m, (200, 60, None)),
             footprint_json("rush", None, 10 * m, (80, 50, None)),
             footprint_json("rush", Some("catalog"), 10 * m, (100, 120, None)),
+            footprint_json("rush", Some("limits-held"), 10 * m, (90, 70, None)),
             // It holds the links links-shorten stored at 1M too.
             footprint_json(
                 "redis-everysec",
@@ -419,7 +420,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn footprint_covers_links_and_owners_and_projects_to_100m() {
+    fn footprint_covers_links_owners_and_users_and_projects_to_100m() {
         let (results, md) = render(&scaling_results());
         // A footprint without a workload is an older file's: links.
         assert_eq!(results.footprint[0].workload, "links-resolve");
@@ -438,11 +439,15 @@ pub(crate) mod tests {
         ] {
             assert!(fp.contains(row), "{row} not in:\n{fp}");
         }
-        // Links first, then owners.
+        // Links first, then owners, then users (limits-held's books).
+        assert_eq!(results.footprint[3].items(), "users");
+        let users = "| Rush | users | 10,000,000 | 958 MiB | 90 B / 100 B | – |";
+        assert!(fp.contains(users), "{users} not in:\n{fp}");
         assert!(
             fp.find("| Redis (AOF everysec) | links").unwrap()
                 < fp.find("| Rush | owners").unwrap()
         );
+        assert!(fp.find("| Redis (AOF everysec) | owners").unwrap() < fp.find(users).unwrap());
 
         // The projection starts from the largest size (80 B per link at
         // 10M, not the 200 B at 1M) and says the budget bounds Rush.
@@ -453,6 +458,7 @@ pub(crate) mod tests {
             "| Redis (AOF everysec) | links (from 10,400,000) | 300 B, 150 B | 27.9 GiB | 14.0 GiB |",
             "| Rush | owners (from 10,000,000) | 100 B, 120 B | ≤ budget (1024 MiB) + what it does not size; linear 9.4 GiB | 11.2 GiB |",
             "| Redis (AOF everysec) | owners (from 10,000,000) | 450 B, 200 B | 41.9 GiB | 18.6 GiB |",
+            "| Rush | users (from 10,000,000) | 90 B, 70 B |",
         ] {
             assert!(p.contains(row), "{row} not in:\n{p}");
         }
@@ -500,7 +506,8 @@ pub(crate) mod tests {
         assert_eq!(c.met, Some(false));
         assert_eq!(
             c.measured,
-            "budget 1024 MiB; links at 10,000,000: 863 MiB; owners at 10,000,000: 1054 MiB"
+            "budget 1024 MiB; links at 10,000,000: 863 MiB; owners at 10,000,000: 1054 MiB; \
+             users at 10,000,000: 958 MiB"
         );
         // Links: 90 B against Redis's 241 B (0.38×, missed); owners: 110 B
         // against 400 B (0.28×, met).

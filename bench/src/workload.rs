@@ -277,6 +277,7 @@ pub static WORKLOADS: &[Entry] = &[
     Entry::of::<crate::workloads::links_shorten::LinksShorten>(),
     Entry::of::<crate::workloads::links_resolve::LinksResolve>(),
     Entry::of::<crate::workloads::limits::Limits>(),
+    Entry::of::<crate::workloads::limits::LimitsHeld>(),
     Entry::of::<crate::workloads::catalog::Catalog>(),
     Entry::of::<crate::workloads::catalog::CatalogZipf>(),
     Entry::of::<crate::workloads::envelopes::Envelopes>(),

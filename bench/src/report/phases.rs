@@ -5,7 +5,8 @@
 use super::format::{mib, ms, ops, size};
 use super::select::{peak_run, variant_runs, workload_order_of};
 use crate::suite::{
-    Footprint, ServerKind, SuiteResults, SCALING_FAMILIES, VARIANT_ONE_SHARD, VARIANT_SCALING,
+    Footprint, ServerKind, SuiteResults, ITEM_KINDS, SCALING_FAMILIES, VARIANT_ONE_SHARD,
+    VARIANT_SCALING,
 };
 use std::fmt::Write as _;
 
@@ -90,12 +91,20 @@ pub(super) fn scaling(s: &mut String, results: &SuiteResults) {
 /// The footprint rows with items, links first (then in the order measured).
 fn footprint_rows(results: &SuiteResults) -> Vec<&Footprint> {
     let mut rows: Vec<_> = results.footprint.iter().filter(|f| f.links > 0).collect();
-    rows.sort_by_key(|f| f.items() != "links");
+    rows.sort_by_key(|f| item_rank(f.items()));
     rows
 }
 
-/// "## Footprint per stored item": memory and disk per link and per owner
-/// at each size.
+/// Where rows of `items` go: in the order of [`ITEM_KINDS`].
+fn item_rank(items: &str) -> usize {
+    ITEM_KINDS
+        .iter()
+        .position(|k| *k == items)
+        .unwrap_or(usize::MAX)
+}
+
+/// "## Footprint per stored item": memory and disk per link, owner and
+/// user at each size.
 pub(super) fn footprint(s: &mut String, results: &SuiteResults) {
     let rows = footprint_rows(results);
     if rows.is_empty() {
@@ -113,7 +122,8 @@ pub(super) fn footprint(s: &mut String, results: &SuiteResults) {
         "Measured in the scaling phase on a server holding one family's data: links after \
          `links-resolve` at each size (100-byte URLs, 7-character codes, 30-day TTL; the items \
          count the links `links-shorten` stored at the sizes before), owners after `catalog` at \
-         each size (3–5 records of ~40 bytes each). Rush: the process's \
+         each size (3–5 records of ~40 bytes each), users after `limits-held` at each size \
+         (a book with one order of one item today). Rush: the process's \
          resident memory (VmRSS; it holds RocksDB's block cache and memtables and the shards' \
          caches, {bounded}) and its data directory after a full compaction. Redis: `INFO \
          memory` used_memory (Redis's own accounting, as in the issue's 241 bytes per link) and \
@@ -187,9 +197,9 @@ impl Projection<'_> {
 }
 
 /// The footprint of `server` at the largest size measured of each kind of
-/// item, links first.
+/// item, in the order of [`ITEM_KINDS`].
 pub(crate) fn largest_footprints(results: &SuiteResults, server: ServerKind) -> Vec<&Footprint> {
-    ["links", "owners"]
+    ITEM_KINDS
         .into_iter()
         .filter_map(|items| {
             results
@@ -212,7 +222,7 @@ pub(super) fn projection(s: &mut String, results: &SuiteResults) {
     if rows.is_empty() {
         return;
     }
-    rows.sort_by_key(|p| p.from.items() != "links");
+    rows.sort_by_key(|p| item_rank(p.from.items()));
     let _ = writeln!(s, "## Projection to 100M\n");
     let _ = writeln!(
         s,

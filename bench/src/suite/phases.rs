@@ -29,9 +29,11 @@ pub struct ScalingFamily {
 }
 
 /// Phase 2's families: links (links-resolve, then links-shorten writing new
-/// links into the store) and owners (catalog, then catalog-zipf, whose
-/// preload finds catalog's marker and adds nothing).
-pub const SCALING_FAMILIES: [ScalingFamily; 2] = [
+/// links into the store), owners (catalog, then catalog-zipf, whose
+/// preload finds catalog's marker and adds nothing) and users (limits-held,
+/// orders reading stored books, then limits, fresh users' books written
+/// into the large store).
+pub const SCALING_FAMILIES: [ScalingFamily; 3] = [
     ScalingFamily {
         grows: "links-resolve",
         then: "links-shorten",
@@ -40,6 +42,11 @@ pub const SCALING_FAMILIES: [ScalingFamily; 2] = [
     ScalingFamily {
         grows: "catalog",
         then: "catalog-zipf",
+        then_stores: false,
+    },
+    ScalingFamily {
+        grows: "limits-held",
+        then: "limits",
         then_stores: false,
     },
 ];

@@ -158,17 +158,23 @@ fn links_workload() -> String {
 }
 
 impl Footprint {
-    /// What its items are: "owners" for the catalog's data, else "links".
+    /// What its items are (one of [`ITEM_KINDS`]).
     pub fn items(&self) -> &'static str {
         items_of(&self.workload)
     }
 }
 
+/// What the scaling families store, in the order the report shows them.
+pub const ITEM_KINDS: [&str; 3] = ["links", "owners", "users"];
+
 /// What the items a `workload` stores are called: "owners" for the
-/// catalog's, "links" for the others.
+/// catalog's, "users" for limits-held's books, "links" for the others.
 pub fn items_of(workload: &str) -> &'static str {
     if crate::workloads::catalog::is_catalog(workload) {
         "owners"
+    } else if workload == <crate::workloads::limits::LimitsHeld as crate::workload::Workload>::NAME
+    {
+        "users"
     } else {
         "links"
     }

@@ -15,6 +15,15 @@
 //! (hot users fill up), which the report shows per row. Users (and order
 //! ids) are fresh per run, so every run starts from empty counts.
 //!
+//! `limits-held` places the same orders for users whose books are already
+//! stored: its preload gives each of `--keys` users (`u:held:N`) one order of
+//! one item today, so an order reads a book from storage (most of them
+//! cold at 10M users) before it writes. A marker key
+//! (`bench:limits:held-users`) says how many users are loaded, so a bigger
+//! `--keys` adds only the rest. It is the limits family of the suite's
+//! scaling phase; plain `limits` follows it there, fresh users' books
+//! written into the large store.
+//!
 //! Rush: LIMIT_ACQUIRE against the policy `bench-flash` (set in setup with
 //! LIMIT_POLICY_SET): every rule checked and every count written atomically
 //! in the user's slot, synced before the answer, idempotent by order id.
@@ -27,10 +36,14 @@
 
 use crate::dist::Dist;
 use crate::stats::{OpError, Outcome};
-use crate::workload::{run_nonce, KeyPicker, Params, RedisConn, RushConn, Workload};
+use crate::workload::{
+    redis_bulk_range, run_nonce, rush_bulk, KeyPicker, Params, RedisConn, RushConn, Workload,
+};
 use bytes::Bytes;
 use rand::RngExt;
-use rush_protocol::cmd::{LimitAcquire, LimitPolicySet, OrderItem, PolicyDef, Rule, Scope, Window};
+use rush_protocol::cmd::{
+    Get, LimitAcquire, LimitPolicySet, OrderItem, PolicyDef, Rule, Scope, Set, Window,
+};
 use rush_protocol::ErrorCode;
 
 /// The policy's name on Rush.
@@ -43,6 +56,8 @@ pub const TOTAL_MAX: u64 = 5;
 const SKUS: u64 = 10_000;
 /// An order id is remembered this long on Redis (Rush: the policy's day).
 const ORDER_RETENTION_SECS: u64 = 86_400;
+/// `limits-held`: marker key saying how many users (`0..n`) have a book.
+const HELD_MARKER: &str = "bench:limits:held-users";
 
 /// The order, atomically. KEYS[1] the user's day counts (hash: `t` total,
 /// `i:SKU` per item), KEYS[2] the order id. ARGV: window end (unix s), item
@@ -91,12 +106,17 @@ pub fn policy() -> PolicyDef {
     }
 }
 
-pub struct Limits {
+/// `limits` (users fresh per run), or with `HELD` `limits-held` (users
+/// whose books the preload stored).
+pub struct Limits<const HELD: bool = false> {
     params: Params,
-    /// Users and order ids of this run: `u:NONCE:N`, `NONCE-LANE-N`.
+    /// Order ids of this run, `NONCE-LANE-N`, and (`limits`) its users,
+    /// `u:NONCE:N`.
     nonce: String,
     script: redis::Script,
 }
+
+pub type LimitsHeld = Limits<true>;
 
 pub struct Lane {
     keys: KeyPicker,
@@ -111,7 +131,26 @@ struct Order {
     items: Vec<u64>,
 }
 
-impl Limits {
+/// A held user's key, and the id of its preloaded order.
+fn held_user(n: u64) -> (String, String) {
+    (format!("u:held:{n:09}"), format!("held-{n}"))
+}
+
+/// Redis's keys of an order: the user's day counts and the order id.
+fn redis_keys(user: &str, order_id: &str, day: u64) -> [String; 2] {
+    [
+        format!("lim:{{{user}}}:d{day}"),
+        format!("lim:{{{user}}}:o:{order_id}"),
+    ]
+}
+
+fn marker_count(v: Option<&[u8]>) -> u64 {
+    v.and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+impl<const HELD: bool> Limits<HELD> {
     fn order(&self, lane: &mut Lane) -> Order {
         let u = lane.keys.sampler.sample(&mut lane.keys.rng);
         lane.n += 1;
@@ -124,7 +163,11 @@ impl Limits {
             }
         }
         Order {
-            user: format!("u:{}:{u:09}", self.nonce),
+            user: if HELD {
+                held_user(u).0
+            } else {
+                format!("u:{}:{u:09}", self.nonce)
+            },
             id: format!("{}-{}-{}", self.nonce, lane.index, lane.n),
             items,
         }
@@ -144,12 +187,17 @@ fn day_end() -> (u64, u64) {
     ((day + 1) * 86_400, day)
 }
 
-impl Workload for Limits {
-    const NAME: &'static str = "limits";
-    const ABOUT: &'static str = "One order of 1-3 items for a Zipf(0.8)-hot user: each item at \
-         most once a day, at most 5 a day (LIMITED answers are a normal outcome, counted as \
-         denied); Redis: one EVALSHA Lua script per order, keys hashtagged by user, order-id \
-         idempotency key";
+impl<const HELD: bool> Workload for Limits<HELD> {
+    const NAME: &'static str = if HELD { "limits-held" } else { "limits" };
+    const ABOUT: &'static str = if HELD {
+        "limits for users whose books are stored: the preload gives each of --keys users one \
+         order today, then the same orders as limits, each reading its user's book first"
+    } else {
+        "One order of 1-3 items for a Zipf(0.8)-hot user: each item at most once a day, at \
+         most 5 a day (LIMITED answers are a normal outcome, counted as denied); Redis: one \
+         EVALSHA Lua script per order, keys hashtagged by user, order-id idempotency key"
+    };
+    const READS_PRELOADED: bool = HELD;
     const DIST: Dist = Dist::Zipf(0.8);
     type Lane = Lane;
 
@@ -167,6 +215,88 @@ impl Workload for Limits {
             index,
             n: 0,
         }
+    }
+
+    async fn preload_rush(&self, conns: &[RushConn]) -> anyhow::Result<u64> {
+        if !HELD {
+            return Ok(0);
+        }
+        self.setup_rush(conns).await?;
+        let c = conns
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("no connection"))?;
+        let have = match c
+            .call(&Get {
+                key: HELD_MARKER.into(),
+            })
+            .await
+        {
+            Ok(v) => marker_count(v.as_deref()),
+            Err(e) => anyhow::bail!("reading {HELD_MARKER}: {}", e.message),
+        };
+        let to = self.params.keys;
+        if have >= to {
+            return Ok(0);
+        }
+        // A replayed order (a preload cut short before its marker) is
+        // answered as before: nothing counted twice.
+        rush_bulk(conns, to - have, |i| {
+            let (user, order_id) = held_user(have + i);
+            LimitAcquire {
+                policy: POLICY.into(),
+                user: Bytes::from(user),
+                order_id,
+                items: vec![OrderItem::new(sku((have + i) % SKUS), 1)],
+            }
+        })
+        .await?;
+        c.call(&Set::new(HELD_MARKER, to.to_string()))
+            .await
+            .map_err(|e| anyhow::anyhow!("writing {HELD_MARKER}: {}", e.message))?;
+        Ok(to - have)
+    }
+
+    async fn preload_redis(&self, conns: &[RedisConn]) -> anyhow::Result<u64> {
+        if !HELD {
+            return Ok(0);
+        }
+        let mut c = conns
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("no connection"))?
+            .clone();
+        let v: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(HELD_MARKER)
+            .query_async(&mut c)
+            .await?;
+        let have = marker_count(v.as_deref());
+        let to = self.params.keys;
+        if have >= to {
+            return Ok(0);
+        }
+        self.script.load_async(&mut c).await?;
+        let (end, day) = day_end();
+        let hash = self.script.get_hash();
+        redis_bulk_range(conns, have, to, |n, pipe| {
+            let (user, order_id) = held_user(n);
+            pipe.cmd("EVALSHA")
+                .arg(hash)
+                .arg(2)
+                .arg(&redis_keys(&user, &order_id, day))
+                .arg(end)
+                .arg(ITEM_MAX)
+                .arg(TOTAL_MAX)
+                .arg(ORDER_RETENTION_SECS)
+                .arg(sku(n % SKUS))
+                .arg(1)
+                .ignore();
+        })
+        .await?;
+        redis::cmd("SET")
+            .arg(HELD_MARKER)
+            .arg(to)
+            .query_async::<()>(&mut c)
+            .await?;
+        Ok(to - have)
     }
 
     async fn setup_rush(&self, conns: &[RushConn]) -> anyhow::Result<()> {
@@ -209,8 +339,7 @@ impl Workload for Limits {
         let o = self.order(lane);
         let (end, day) = day_end();
         let mut inv = self.script.prepare_invoke();
-        inv.key(format!("lim:{{{}}}:d{day}", o.user))
-            .key(format!("lim:{{{}}}:o:{}", o.user, o.id))
+        inv.key(&redis_keys(&o.user, &o.id, day))
             .arg(end)
             .arg(ITEM_MAX)
             .arg(TOTAL_MAX)

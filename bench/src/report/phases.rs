@@ -41,8 +41,9 @@ pub(super) fn scaling(s: &mut String, results: &SuiteResults) {
         s,
         "Each family on a fresh server of its own, its data preloaded to each size in turn: \
          links (`links-resolve` at each size, then `links-shorten` writing new links into the \
-         store of that size) and owners (`catalog` at each size, then `catalog-zipf` on the same \
-         owners). Every run closed-loop at that size{}. The last column compares with the \
+         store of that size), owners (`catalog` at each size, then `catalog-zipf` on the same \
+         owners) and users (`limits-held`, orders reading the books its preload stored, then \
+         `limits`, fresh users' books written into that store). Every run closed-loop at that size{}. The last column compares with the \
          smallest size of the same workload on the same server.\n",
         match results.scale_memory_mb {
             Some(mb) => format!("; rushd on a memory budget of {mb} MiB (`--memory-mb {mb}`)"),

@@ -117,8 +117,8 @@ pub struct Config {
 /// blocks) and memtables, the shards' row caches and writes held for
 /// write-back, the catalog's hot cache. What is left is headroom for what
 /// no setting sizes: connection buffers (bounded by
-/// `server.global_inflight_bytes`), the catalog's Bloom filters, hot
-/// service state (limit windows, envelope books), the allocator's slack
+/// `server.global_inflight_bytes`), the catalog's Bloom filters, purchase
+/// limits' key filters, hot service state (envelope books), the allocator's slack
 /// and the program itself. INFO's Memory section and `rush_memory_bytes`
 /// show what each part holds (`memory.rs`).
 #[derive(Debug, Clone, Deserialize)]

@@ -32,10 +32,14 @@ pub enum Part {
     CatalogFilters,
     /// Services' state kept in memory (envelope books and their grabs).
     HotState,
+    /// Key filters: which keys of a kind a shard may hold, so a read of one
+    /// it certainly lacks reads nothing (purchase limits' books and orders;
+    /// sized by the keys they hold).
+    KeyFilters,
 }
 
 impl Part {
-    pub const ALL: [Part; 7] = [
+    pub const ALL: [Part; 8] = [
         Part::BlockCache,
         Part::Memtables,
         Part::RowCache,
@@ -43,6 +47,7 @@ impl Part {
         Part::CatalogCache,
         Part::CatalogFilters,
         Part::HotState,
+        Part::KeyFilters,
     ];
 
     /// Its name in INFO rows and metric labels.
@@ -55,6 +60,7 @@ impl Part {
             Part::CatalogCache => "catalog_cache",
             Part::CatalogFilters => "catalog_filters",
             Part::HotState => "hot_state",
+            Part::KeyFilters => "key_filters",
         }
     }
 
@@ -154,7 +160,7 @@ pub fn report(config: &Config, storage: &Storage, shards: &ShardMemory) -> Repor
                 Commit::Direct => 0,
             }),
             Part::CatalogCache => Some(config.catalog.cache_mb as u64 * MIB),
-            Part::CatalogFilters | Part::HotState => None,
+            Part::CatalogFilters | Part::HotState | Part::KeyFilters => None,
         }
     };
     let rows = Part::ALL

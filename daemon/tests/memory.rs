@@ -83,7 +83,13 @@ async fn a_budget_sizes_every_part_and_info_and_metrics_show_them() {
     let sized: u64 = limits.iter().map(|(_, l)| l).sum();
     assert!(sized <= 256 * MIB * 80 / 100, "headroom is left: {sized}");
     // What the traffic put in memory is counted where it lives.
-    for part in ["row_cache", "catalog_cache", "catalog_filters", "hot_state"] {
+    for part in [
+        "row_cache",
+        "catalog_cache",
+        "catalog_filters",
+        "hot_state",
+        "key_filters",
+    ] {
         assert!(
             number(&info, &format!("memory_{part}_bytes")) > 0,
             "{part} holds nothing: {info:?}"
@@ -91,6 +97,7 @@ async fn a_budget_sizes_every_part_and_info_and_metrics_show_them() {
     }
     // Parts no setting sizes have no limit row.
     assert!(!info.contains_key("memory_hot_state_limit_bytes"));
+    assert!(!info.contains_key("memory_key_filters_limit_bytes"));
     assert!(number(&info, "rss_bytes") > 0);
 
     // /metrics: the same limits, and a series per part.

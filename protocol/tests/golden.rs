@@ -165,6 +165,7 @@ fn info_reply() -> InfoReply {
         ("memory_catalog_cache_limit_bytes", "161061273"),
         ("memory_catalog_filters_bytes", "1198080"),
         ("memory_hot_state_bytes", "0"),
+        ("memory_key_filters_bytes", "2396160"),
     ];
     InfoReply {
         rows: rows

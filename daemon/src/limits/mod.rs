@@ -182,6 +182,10 @@ impl ShardService for Limits {
         self.known.tick(cx.txn, cx.now);
     }
 
+    fn memory(&self, into: &mut crate::memory::Use) {
+        into.add(crate::memory::Part::KeyFilters, self.known.bytes());
+    }
+
     fn apply(&mut self, req: &Request, cx: &mut Cx) -> Result<Reply, RushError> {
         let (now, txn) = (cx.now, &mut *cx.txn);
         match req {

@@ -216,12 +216,15 @@ impl KeyFilter {
         }
     }
 
+    /// Bytes the filter takes, with the one a rebuild is filling.
+    pub fn bytes(&self) -> usize {
+        let rebuilding = self.rebuild.as_ref().map_or(0, |(f, _)| f.bytes());
+        self.filter.bytes() + rebuilding
+    }
+
     fn refresh_gauges(&self) {
         self.gauges.items.set(self.filter.items() as i64);
-        let rebuilding = self.rebuild.as_ref().map_or(0, |(f, _)| f.bytes());
-        self.gauges
-            .bytes
-            .set((self.filter.bytes() + rebuilding) as i64);
+        self.gauges.bytes.set(self.bytes() as i64);
     }
 }
 

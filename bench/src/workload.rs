@@ -13,7 +13,9 @@
 
 mod preload;
 
-pub use preload::{recall, redis_bulk, redis_bulk_range, remember, rush_bulk, rush_bulk_collect};
+pub use preload::{
+    recall, redis_bulk, redis_bulk_range, remember, rush_bulk, rush_bulk_collect, Marker,
+};
 
 use crate::dist::{Dist, KeySampler};
 use crate::driver::{self, RunOptions};

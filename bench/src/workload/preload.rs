@@ -4,6 +4,7 @@
 
 use super::{RedisConn, RushConn};
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use rush_protocol::cmd::{Get, Set};
 use rush_protocol::Command;
 use std::any::Any;
 use std::collections::HashMap;
@@ -158,6 +159,52 @@ where
     .await
 }
 
+/// A key on the server saying how many items (`0..n`) a preload loaded, so
+/// that a later run — another workload on the same data, a bigger `--keys`
+/// — adds only what is missing. Written after the items, so a preload cut
+/// short is done again from where the marker says.
+pub struct Marker(pub &'static str);
+
+impl Marker {
+    /// The count on Rush (0 when unset).
+    pub async fn rush(&self, c: &RushConn) -> anyhow::Result<u64> {
+        let v = c
+            .call(&Get { key: self.0.into() })
+            .await
+            .map_err(|e| anyhow::anyhow!("reading {}: {}", self.0, e.message))?;
+        Ok(count(v.as_deref()))
+    }
+
+    pub async fn set_rush(&self, c: &RushConn, n: u64) -> anyhow::Result<()> {
+        c.call(&Set::new(self.0, n.to_string()))
+            .await
+            .map_err(|e| anyhow::anyhow!("writing {}: {}", self.0, e.message))?;
+        Ok(())
+    }
+
+    /// The count on Redis (0 when unset).
+    pub async fn redis(&self, c: &mut RedisConn) -> anyhow::Result<u64> {
+        let v: Option<Vec<u8>> = redis::cmd("GET").arg(self.0).query_async(c).await?;
+        Ok(count(v.as_deref()))
+    }
+
+    pub async fn set_redis(&self, c: &mut RedisConn, n: u64) -> anyhow::Result<()> {
+        redis::cmd("SET")
+            .arg(self.0)
+            .arg(n)
+            .query_async::<()>(c)
+            .await?;
+        Ok(())
+    }
+}
+
+/// A marker's value as a count; anything else (unset, not a number) is 0.
+fn count(v: Option<&[u8]>) -> u64 {
+    v.and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Data a preload made that later runs in this process need and cannot
 /// derive again: the codes a node issued, which ranges of ids were loaded.
 /// Keyed by workload data set and target, so the suite's later runs against
@@ -188,6 +235,14 @@ pub fn recall<T: Any + Send + Sync>(key: &str) -> Option<Arc<T>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_marker_counts_what_it_says_and_nothing_else() {
+        assert_eq!(count(Some(b"10000000")), 10_000_000);
+        assert_eq!(count(None), 0);
+        assert_eq!(count(Some(b"ten")), 0);
+        assert_eq!(count(Some(&[0xff, 0xfe])), 0);
+    }
 
     #[test]
     fn preloaded_data_is_recalled_by_type() {

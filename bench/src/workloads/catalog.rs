@@ -25,11 +25,12 @@
 use crate::dist::Dist;
 use crate::stats::{OpError, Outcome};
 use crate::workload::{
-    format_key, redis_bulk_range, rush_bulk, KeyPicker, Params, RedisConn, RushConn, Workload,
+    format_key, redis_bulk_range, rush_bulk, KeyPicker, Marker, Params, RedisConn, RushConn,
+    Workload,
 };
 use bytes::Bytes;
 use rand::RngExt;
-use rush_protocol::cmd::{CatalogFilter, CatalogPut, CatalogQuery, Get, Record, Set};
+use rush_protocol::cmd::{CatalogFilter, CatalogPut, CatalogQuery, Record};
 
 const PREFIX: &[u8] = b"owner:";
 /// Absent owners are drawn from `ABSENT_BASE..ABSENT_BASE + keys`, which no
@@ -37,8 +38,8 @@ const PREFIX: &[u8] = b"owner:";
 const ABSENT_BASE: u64 = 900_000_000_000;
 /// Share of queries for absent owners, in percent.
 pub const ABSENT_PERCENT: u32 = 40;
-/// Marker key: how many owners (`0..n`) are loaded.
-const MARKER: &str = "bench:catalog:owners";
+/// How many owners (`0..n`) are loaded.
+const MARKER: Marker = Marker("bench:catalog:owners");
 
 const PLANS: [&str; 3] = ["gold", "silver", "bronze"];
 const REGIONS: [&str; 4] = ["east", "west", "north", "south"];
@@ -154,10 +155,7 @@ impl Core {
         let c = conns
             .first()
             .ok_or_else(|| anyhow::anyhow!("no connection"))?;
-        let have = match c.call(&Get { key: MARKER.into() }).await {
-            Ok(v) => parse_marker(v.as_deref()),
-            Err(e) => anyhow::bail!("reading {MARKER}: {}", e.message),
-        };
+        let have = MARKER.rush(c).await?;
         let to = self.params.keys;
         if have >= to {
             return Ok(0);
@@ -173,9 +171,7 @@ impl Core {
             }
         })
         .await?;
-        c.call(&Set::new(MARKER, to.to_string()))
-            .await
-            .map_err(|e| anyhow::anyhow!("writing {MARKER}: {}", e.message))?;
+        MARKER.set_rush(c, to).await?;
         Ok(to - have)
     }
 
@@ -184,8 +180,7 @@ impl Core {
             .first()
             .ok_or_else(|| anyhow::anyhow!("no connection"))?
             .clone();
-        let v: Option<Vec<u8>> = redis::cmd("GET").arg(MARKER).query_async(&mut c).await?;
-        let have = parse_marker(v.as_deref());
+        let have = MARKER.redis(&mut c).await?;
         let to = self.params.keys;
         if have >= to {
             return Ok(0);
@@ -200,11 +195,7 @@ impl Core {
             cmd.ignore();
         })
         .await?;
-        redis::cmd("SET")
-            .arg(MARKER)
-            .arg(to)
-            .query_async::<()>(&mut c)
-            .await?;
+        MARKER.set_redis(&mut c, to).await?;
         Ok(to - have)
     }
 
@@ -243,12 +234,6 @@ impl Core {
 /// catalog's storage reads per query.
 pub fn is_catalog(workload: &str) -> bool {
     workload == Catalog::NAME || workload == CatalogZipf::NAME
-}
-
-fn parse_marker(v: Option<&[u8]>) -> u64 {
-    v.and_then(|b| std::str::from_utf8(b).ok())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
 }
 
 macro_rules! catalog_workload {

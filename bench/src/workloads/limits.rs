@@ -37,13 +37,12 @@
 use crate::dist::Dist;
 use crate::stats::{OpError, Outcome};
 use crate::workload::{
-    redis_bulk_range, run_nonce, rush_bulk, KeyPicker, Params, RedisConn, RushConn, Workload,
+    redis_bulk_range, run_nonce, rush_bulk, KeyPicker, Marker, Params, RedisConn, RushConn,
+    Workload,
 };
 use bytes::Bytes;
 use rand::RngExt;
-use rush_protocol::cmd::{
-    Get, LimitAcquire, LimitPolicySet, OrderItem, PolicyDef, Rule, Scope, Set, Window,
-};
+use rush_protocol::cmd::{LimitAcquire, LimitPolicySet, OrderItem, PolicyDef, Rule, Scope, Window};
 use rush_protocol::ErrorCode;
 
 /// The policy's name on Rush.
@@ -56,8 +55,8 @@ pub const TOTAL_MAX: u64 = 5;
 const SKUS: u64 = 10_000;
 /// An order id is remembered this long on Redis (Rush: the policy's day).
 const ORDER_RETENTION_SECS: u64 = 86_400;
-/// `limits-held`: marker key saying how many users (`0..n`) have a book.
-const HELD_MARKER: &str = "bench:limits:held-users";
+/// `limits-held`: how many users (`0..n`) have a book.
+const HELD_MARKER: Marker = Marker("bench:limits:held-users");
 
 /// The order, atomically. KEYS[1] the user's day counts (hash: `t` total,
 /// `i:SKU` per item), KEYS[2] the order id. ARGV: window end (unix s), item
@@ -144,12 +143,6 @@ fn redis_keys(user: &str, order_id: &str, day: u64) -> [String; 2] {
     ]
 }
 
-fn marker_count(v: Option<&[u8]>) -> u64 {
-    v.and_then(|b| std::str::from_utf8(b).ok())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
-
 impl<const HELD: bool> Limits<HELD> {
     fn order(&self, lane: &mut Lane) -> Order {
         let u = lane.keys.sampler.sample(&mut lane.keys.rng);
@@ -225,15 +218,7 @@ impl<const HELD: bool> Workload for Limits<HELD> {
         let c = conns
             .first()
             .ok_or_else(|| anyhow::anyhow!("no connection"))?;
-        let have = match c
-            .call(&Get {
-                key: HELD_MARKER.into(),
-            })
-            .await
-        {
-            Ok(v) => marker_count(v.as_deref()),
-            Err(e) => anyhow::bail!("reading {HELD_MARKER}: {}", e.message),
-        };
+        let have = HELD_MARKER.rush(c).await?;
         let to = self.params.keys;
         if have >= to {
             return Ok(0);
@@ -250,9 +235,7 @@ impl<const HELD: bool> Workload for Limits<HELD> {
             }
         })
         .await?;
-        c.call(&Set::new(HELD_MARKER, to.to_string()))
-            .await
-            .map_err(|e| anyhow::anyhow!("writing {HELD_MARKER}: {}", e.message))?;
+        HELD_MARKER.set_rush(c, to).await?;
         Ok(to - have)
     }
 
@@ -264,11 +247,7 @@ impl<const HELD: bool> Workload for Limits<HELD> {
             .first()
             .ok_or_else(|| anyhow::anyhow!("no connection"))?
             .clone();
-        let v: Option<Vec<u8>> = redis::cmd("GET")
-            .arg(HELD_MARKER)
-            .query_async(&mut c)
-            .await?;
-        let have = marker_count(v.as_deref());
+        let have = HELD_MARKER.redis(&mut c).await?;
         let to = self.params.keys;
         if have >= to {
             return Ok(0);
@@ -291,11 +270,7 @@ impl<const HELD: bool> Workload for Limits<HELD> {
                 .ignore();
         })
         .await?;
-        redis::cmd("SET")
-            .arg(HELD_MARKER)
-            .arg(to)
-            .query_async::<()>(&mut c)
-            .await?;
+        HELD_MARKER.set_redis(&mut c, to).await?;
         Ok(to - have)
     }
 

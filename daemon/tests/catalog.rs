@@ -8,8 +8,8 @@ use bytes::Bytes;
 use common::TestNode;
 use proptest::prelude::*;
 use rush_client::protocol::cmd::{CatalogFilter, CatalogPut, CatalogQuery, Record, ShedMode};
-use rush_client::protocol::ErrorCode;
-use rush_client::{Client, ClientOptions, Connection};
+use rush_client::protocol::{Command, ErrorCode};
+use rush_client::{Client, ClientError, ClientOptions, Connection};
 use rush_daemon::catalog::metrics::Path;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -75,6 +75,36 @@ async fn raw_conn(node: &TestNode) -> Connection {
     Connection::connect(&node.addr().to_string(), Duration::from_secs(5))
         .await
         .expect("connect")
+}
+
+/// CATALOG_QUERY (no filter) of every one of `owners` on `conn`, 4000 in
+/// flight; the answers in the owners' order.
+async fn query_all(
+    conn: &Connection,
+    owners: Vec<String>,
+) -> Vec<Result<<CatalogQuery as Command>::Reply, ClientError>> {
+    pipelined(owners, 4000, |owner| {
+        let conn = conn.clone();
+        async move {
+            conn.call(
+                &CatalogQuery {
+                    owner: owner.into(),
+                    filter: CatalogFilter::default(),
+                },
+                T,
+            )
+            .await
+        }
+    })
+    .await
+}
+
+/// The layers of both shards' Bloom filters, as the gauges last showed.
+fn bloom_layers(node: &TestNode) -> i64 {
+    let m = &node.running().metrics().catalog;
+    (0..2)
+        .map(|s| m.bloom_layers.with_label_values(&[&s.to_string()]).get())
+        .sum()
 }
 
 /// A client that reports UNAVAILABLE at once instead of retrying it.
@@ -228,57 +258,25 @@ async fn a_restart_builds_one_filter_layer_sized_for_what_is_stored() {
     .await;
     let owners: Vec<String> = (0..30_000).map(|i| format!("R{i:06}")).collect();
     put_owners(&node, owners.clone()).await;
-    let layers = |node: &TestNode| -> i64 {
-        let m = &node.running().metrics().catalog;
-        (0..2)
-            .map(|s| m.bloom_layers.with_label_values(&[&s.to_string()]).get())
-            .sum()
-    };
     node.client.clock_advance(Duration::ZERO).await.unwrap(); // gauges
     assert!(
-        layers(&node) >= 4,
+        bloom_layers(&node) >= 4,
         "filters grew ({} layers)",
-        layers(&node)
+        bloom_layers(&node)
     );
 
     node.restart().await;
-    assert_eq!(layers(&node), 2, "one layer per shard after a start");
+    assert_eq!(bloom_layers(&node), 2, "one layer per shard after a start");
     // Every stored owner passes the filter and answers its record.
     let conn = raw_conn(&node).await;
-    let found = pipelined(owners, 4000, |owner| {
-        let conn = conn.clone();
-        async move {
-            conn.call(
-                &CatalogQuery {
-                    owner: owner.into(),
-                    filter: CatalogFilter::default(),
-                },
-                T,
-            )
-            .await
-        }
-    })
-    .await;
+    let found = query_all(&conn, owners).await;
     for f in found {
         assert_eq!(f.expect("answered").records.len(), 1);
     }
     // Absent owners: within the target.
     let miss0 = path(&node, Path::StorageMiss);
     let n = 20_000u64;
-    let answers = pipelined((0..n).collect(), 4000, |i| {
-        let conn = conn.clone();
-        async move {
-            conn.call(
-                &CatalogQuery {
-                    owner: format!("absent-{i}").into(),
-                    filter: CatalogFilter::default(),
-                },
-                T,
-            )
-            .await
-        }
-    })
-    .await;
+    let answers = query_all(&conn, (0..n).map(|i| format!("absent-{i}")).collect()).await;
     for a in answers {
         assert!(a.expect("answered").records.is_empty());
     }
@@ -298,10 +296,7 @@ async fn false_positive_rate_on_100k_absent_owners_is_within_bound() {
     // Three times the expected items: each shard's filter has to grow.
     put_owners(&node, (0..30_000).map(|i| format!("M{i:06}")).collect()).await;
     node.client.clock_advance(Duration::ZERO).await.unwrap(); // gauges
-    let m = &node.running().metrics().catalog;
-    let layers: i64 = (0..2)
-        .map(|s| m.bloom_layers.with_label_values(&[&s.to_string()]).get())
-        .sum();
+    let layers = bloom_layers(&node);
     assert!(layers >= 4, "filters grew ({layers} layers over 2 shards)");
 
     let (r0, miss0, neg0) = (
@@ -311,20 +306,7 @@ async fn false_positive_rate_on_100k_absent_owners_is_within_bound() {
     );
     let conn = raw_conn(&node).await;
     let n = 100_000u64;
-    let answers = pipelined((0..n).collect(), 4000, |i| {
-        let conn = conn.clone();
-        async move {
-            conn.call(
-                &CatalogQuery {
-                    owner: format!("absent-{i}").into(),
-                    filter: CatalogFilter::default(),
-                },
-                T,
-            )
-            .await
-        }
-    })
-    .await;
+    let answers = query_all(&conn, (0..n).map(|i| format!("absent-{i}")).collect()).await;
     for a in answers {
         assert!(a.expect("answered").records.is_empty());
     }
@@ -470,20 +452,7 @@ async fn auto_shedding_follows_queue_depth() {
     let conn = raw_conn(&node).await;
     let mut inputs: Vec<String> = owners[1..].to_vec();
     inputs.extend((0..2000).map(|i| format!("nobody-{i}")));
-    let answers = pipelined(inputs.clone(), 4000, |owner| {
-        let conn = conn.clone();
-        async move {
-            conn.call(
-                &CatalogQuery {
-                    owner: owner.into(),
-                    filter: CatalogFilter::default(),
-                },
-                T,
-            )
-            .await
-        }
-    })
-    .await;
+    let answers = query_all(&conn, inputs.clone()).await;
     let mut shed = 0;
     let mut shed_absent = 0;
     for (owner, a) in inputs.iter().zip(answers) {

@@ -5,7 +5,11 @@
 /// Number of hash slots; every node owns a set of them.
 pub const SLOTS: u16 = 16384;
 
-const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
+/// Sixteen tables (8 KiB, slice-by-16): every request's key is hashed at
+/// least once, and the byte-at-a-time table was 5 % of a kv-incr profile
+/// (bench/results/NOTES.md).
+const CRC16: crc::Crc<u16, crc::Table<16>> =
+    crc::Crc::<u16, crc::Table<16>>::new(&crc::CRC_16_XMODEM);
 
 /// The bytes of `key` that decide its slot.
 pub fn hash_tag(key: &[u8]) -> &[u8] {

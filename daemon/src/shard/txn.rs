@@ -200,7 +200,7 @@ impl<'s> Txn<'s> {
     /// [`Txn::row_hash`]es are `hashes` (keys the next requests will read),
     /// so their cache misses overlap instead of coming one request at a
     /// time: every key's control bytes first, then, with those on their
-    /// way, the rows they point at.
+    /// way, the rows they point at, then the values those rows point at.
     pub fn prefetch_rows(&self, hashes: &[u64]) {
         let Some(rows) = &self.rows else {
             return;
@@ -211,6 +211,10 @@ impl<'s> Txn<'s> {
         }
         for &hash in hashes {
             rows.prefetch_row(hash);
+        }
+        // By now the first rows are arriving: the values they point at.
+        for &hash in hashes {
+            rows.prefetch_value(hash);
         }
     }
 

@@ -603,3 +603,81 @@ async fn retention_removes_old_days_and_keeps_newer_ones_in_the_same_bucket() {
     .await;
     node.stop().await;
 }
+
+/// An envelope dropped from memory by a regular timer run (no write-back
+/// with it) while its latest grabs are still held for write-back reloads
+/// them too: a user who grabbed just before can't grab again.
+#[tokio::test]
+async fn an_envelope_reloaded_before_its_grabs_are_written_back_still_knows_them() {
+    let node = TestNode::start_with(|c| {
+        c.envelopes.cached_envelopes = 1;
+        c.storage.tick_ms = 5;
+    })
+    .await;
+    let c = &node.client;
+    // One slot, so one shard's cache holds both.
+    let a = envelope(c, "{s}a", 1000, 10).await;
+    let b = envelope(c, "{s}b", 1000, 10).await;
+    for round in 0..3 {
+        let user = format!("u{round}");
+        let first = c.envelope_grab(a, user.clone()).await.unwrap();
+        assert!(!first.repeated);
+        // b used later than a, then timer runs: a is the one dropped.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        c.envelope_grab(b, format!("v{round}")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let again = c.envelope_grab(a, user.clone()).await.unwrap();
+        assert!(again.repeated, "round {round}: {user} grabbed twice");
+        assert_eq!(again.amount_cents, first.amount_cents);
+    }
+    let info = c.envelope_info(a).await.unwrap();
+    assert_eq!(info.grabbed, 3);
+    assert_eq!(info.grabs.len(), 3);
+    audit_and_stop(node).await;
+}
+
+/// Memory holds only the earliest pending expiries (as many as
+/// `cached_envelopes`); the rest are read back from storage as those are
+/// used up. Envelopes created out of order, some after a restart, are each
+/// refunded once, when due, whichever of them memory held.
+#[tokio::test]
+async fn refunds_come_due_in_order_with_few_expiries_held() {
+    let mut node = TestNode::start_with(|c| c.envelopes.cached_envelopes = 2).await;
+    // One slot, so one shard's index holds them all.
+    let mut ids: HashMap<u64, u64> = HashMap::new();
+    let mut make = async |node: &TestNode, hours: u64| {
+        let mut e = create(&format!("{{s}}{hours}"), 100 * hours, 2);
+        e.expires_in_ms = hours * HOUR.as_millis() as u64;
+        let id = node.client.envelope_create(e).await.unwrap().id;
+        node.client.envelope_grab(id, "u").await.unwrap();
+        ids.insert(hours, id);
+    };
+    for hours in [5, 2, 8, 1] {
+        make(&node, hours).await;
+    }
+    node.restart().await;
+    for hours in [9, 3, 7, 4, 6] {
+        make(&node, hours).await;
+    }
+    let c = &node.client;
+    let mut refunded: Vec<u64> = Vec::new();
+    for hour in 1..=9u64 {
+        c.clock_advance(HOUR).await.unwrap();
+        let page = refunds_from_start(c).await;
+        refunded = page.refunds.iter().map(|r| r.envelope_id()).collect();
+        let want: Vec<u64> = (1..=hour).map(|h| ids[&h]).collect();
+        assert_eq!(refunded, want, "after {hour} hours");
+        for r in &page.refunds {
+            let h = ids
+                .iter()
+                .find(|(_, id)| **id == r.envelope_id())
+                .unwrap()
+                .0;
+            let info = c.envelope_info(r.envelope_id()).await.unwrap();
+            assert_eq!(r.amount_cents, 100 * h - info.grabs[0].amount_cents);
+        }
+    }
+    assert_eq!(refunded.len(), 9);
+    let a = audit_and_stop(node).await;
+    assert_eq!((a.refunded, a.open, a.in_flight_cents), (9, 0, 0));
+}

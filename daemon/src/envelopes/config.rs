@@ -38,6 +38,8 @@ pub struct EnvelopeConfig {
     pub refunds_per_tick: usize,
     /// Envelopes each shard keeps in memory (books and grabbers); the least
     /// recently used beyond this are dropped and reloaded on their next use.
+    /// Also how many pending expiries each shard holds in memory (the
+    /// earliest; the rest are read back from storage as those are used).
     pub cached_envelopes: usize,
     /// Envelope ids reserved per durable sequence write.
     pub id_step: u64,

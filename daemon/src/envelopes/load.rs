@@ -4,6 +4,7 @@
 //! on first touch.
 
 use super::days::Days;
+use super::expiries::Expiries;
 use super::record::{self, EnvelopeRecord, GrabRecord};
 use super::refunds::StreamEntry;
 use super::{corrupt, storage_error, Envelopes, Live};
@@ -13,7 +14,7 @@ use crate::storage::{keys, StorageError};
 use hashbrown::HashMap;
 use rush_protocol::cmd::{envelope_day, envelope_slot, RefundCursor};
 use rush_protocol::{RushError, SLOTS};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 impl Envelopes {
@@ -80,7 +81,7 @@ impl Envelopes {
     /// skipped (the audit reports it) rather than stopping the service.
     fn reload(&mut self, txn: &Txn) -> Result<(), StorageError> {
         self.cache.clear();
-        let mut expiries = BTreeSet::new();
+        let mut expiries = Expiries::new(self.cfg.cached_envelopes);
         let mut stream = BTreeMap::new();
         let mut days = Days::default();
         let mut in_flight = 0u64;
@@ -171,6 +172,76 @@ impl Envelopes {
         }
     }
 
+    /// Envelope `id`'s grabs, as committed (none read when its books count
+    /// none). RocksDB holds them all unless
+    /// some are still held for write-back (the shard log): the books, read
+    /// through `txn`, count every grab, so a shortfall in RocksDB means
+    /// those are pending, and only then are the range's pending writes
+    /// merged in (a walk of the slot's pending writes). Without it an
+    /// envelope dropped from memory right after a grab came back without
+    /// that grab, and its user could grab again.
+    fn load_grabs(
+        &self,
+        slot: u16,
+        day: u8,
+        id: u64,
+        rec: &EnvelopeRecord,
+        txn: &Txn,
+    ) -> Result<HashMap<Box<[u8]>, GrabRecord>, RushError> {
+        let mut grabs = HashMap::with_capacity(rec.grabbed() as usize);
+        if rec.grabbed() == 0 {
+            // Nothing to read: no scan (an iterator and a seek) for an
+            // envelope nobody has grabbed yet.
+            return Ok(grabs);
+        }
+        let from = keys::envelope::grab(slot, day, id, b"");
+        let (_, to) = keys::envelope::envelope_range(slot, day, id);
+        let add = |grabs: &mut HashMap<Box<[u8]>, GrabRecord>,
+                   k: &[u8],
+                   v: &[u8]|
+         -> Result<(), crate::storage::value::Corrupt> {
+            let g = GrabRecord::decode(v)?;
+            grabs.insert(k[keys::envelope::GRAB_USER_OFFSET..].into(), g);
+            Ok(())
+        };
+        let mut bad = Ok(());
+        self.storage
+            .scan(self.shard, &from, &to, |k, v| {
+                bad = add(&mut grabs, k, v);
+                bad.is_ok()
+            })
+            .map_err(storage_error)?;
+        bad.map_err(corrupt)?;
+        if grabs.len() < rec.grabbed() as usize {
+            grabs.clear();
+            let (all, _) = txn
+                .scan(&from, &to, rec.count as usize + 1)
+                .map_err(storage_error)?;
+            for (k, v) in &all {
+                add(&mut grabs, k, v).map_err(corrupt)?;
+            }
+        }
+        Ok(grabs)
+    }
+
+    /// Read the next pending expiries back from storage (memory holds the
+    /// earliest only: `expiries`), one seek per slot this node owns. Writes
+    /// held for write-back are written back first, so the read is whole.
+    pub(super) fn refill_expiries(&mut self, txn: &Txn) -> Result<(), StorageError> {
+        let routing = &self.routing;
+        let slots: Vec<u16> = self.slots().filter(|&s| routing.owns(s)).collect();
+        self.expiries.refill(|from, visit| {
+            for &slot in &slots {
+                let start = keys::envelope::pending(slot, from.0, from.1);
+                let (_, end) = keys::keyspace_range(slot, keys::ks::ENVELOPE_PENDING);
+                txn.scan_stored(&start, &end, |k, _| {
+                    keys::envelope::parse_pending(k).is_none_or(&mut *visit)
+                })?;
+            }
+            Ok(())
+        })
+    }
+
     /// Make sure the envelope is in memory, loading its books and grabs on
     /// first touch, and mark it used at `used_at` (a request's time; timers
     /// pass `None`). False: no such envelope (never created, removed by
@@ -204,25 +275,7 @@ impl Envelopes {
             return Ok(false);
         };
         let rec = EnvelopeRecord::decode(&raw).map_err(corrupt)?;
-        let mut grabs = HashMap::with_capacity(rec.grabbed() as usize);
-        let from = keys::envelope::grab(slot, day, id, b"");
-        let (_, to) = keys::envelope::envelope_range(slot, day, id);
-        let mut bad = None;
-        self.storage
-            .scan(self.shard, &from, &to, |k, v| {
-                match GrabRecord::decode(v) {
-                    Ok(g) => {
-                        let user = &k[keys::envelope::GRAB_USER_OFFSET..];
-                        grabs.insert(user.into(), g);
-                    }
-                    Err(e) => bad = Some(e),
-                }
-                bad.is_none()
-            })
-            .map_err(storage_error)?;
-        if let Some(e) = bad {
-            return Err(corrupt(e));
-        }
+        let grabs = self.load_grabs(slot, day, id, &rec, txn)?;
         self.cache.insert(
             id,
             Live {

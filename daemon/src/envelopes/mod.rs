@@ -34,6 +34,7 @@ mod audit;
 pub mod config;
 mod create;
 pub mod days;
+mod expiries;
 mod grab;
 mod info;
 mod load;
@@ -55,13 +56,14 @@ use crate::shard::txn::Txn;
 use crate::shard::ShardContext;
 use crate::storage::Storage;
 use days::Days;
+use expiries::Expiries;
 use hashbrown::HashMap;
 use rand::rngs::SmallRng;
 use record::{EnvelopeRecord, GrabRecord};
 use refunds::StreamEntry;
 use rush_protocol::cmd::RefundCursor;
 use rush_protocol::{Opcode, Reply, Request, RushError, Service};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -76,9 +78,9 @@ impl ShardService for Envelopes {
         self.dispatch(req, cx.now, cx.txn, cx.segments)
     }
 
-    /// The books in memory, estimated from their tables' sizes, a grab's
-    /// user key counted at [`USER_KEY_ESTIMATE`] bytes (O(envelopes), not
-    /// O(grabs): it runs at every tick).
+    /// The books and held expiries in memory, estimated from their tables'
+    /// sizes, a grab's user key counted at [`USER_KEY_ESTIMATE`] bytes
+    /// (O(envelopes), not O(grabs): it runs at every tick).
     fn memory(&self, into: &mut crate::memory::Use) {
         let grab = std::mem::size_of::<(Box<[u8]>, GrabRecord)>() + USER_KEY_ESTIMATE;
         let books: usize = self
@@ -86,7 +88,8 @@ impl ShardService for Envelopes {
             .values()
             .map(|live| std::mem::size_of::<(u64, Live)>() + live.grabs.capacity() * grab)
             .sum();
-        into.add(crate::memory::Part::HotState, books);
+        let expiries = self.expiries.len() * expiries::ENTRY_BYTES;
+        into.add(crate::memory::Part::HotState, books + expiries);
     }
 
     /// Every request naming an envelope waits in that envelope's lane.
@@ -171,10 +174,12 @@ pub struct Envelopes {
     shared: Arc<Shared>,
     /// Recently used envelopes. hashbrown: the hot path is one lookup by id.
     cache: HashMap<u64, Live>,
-    /// `(expires_at, id)` of envelopes that may still need a refund. A
-    /// superset: entries leave only when the timer has seen the envelope
-    /// settled, so an entry whose settling write failed is looked at again.
-    expiries: BTreeSet<(u64, u64)>,
+    /// `(expires_at, id)` of envelopes that may still need a refund: the
+    /// earliest of them (at most `cached_envelopes`), the rest in storage
+    /// (see `expiries`). A superset: entries leave only when the timer has
+    /// seen the envelope settled, so an entry whose settling write failed
+    /// is looked at again.
+    expiries: Expiries,
     /// This shard's part of the refund stream (not yet acknowledged).
     stream: BTreeMap<RefundCursor, StreamEntry>,
     /// Every future refund stamp is at least this (see `refunds`).
@@ -227,7 +232,7 @@ impl Envelopes {
             metrics,
             shared: ctx.envelopes.clone(),
             cache: HashMap::new(),
-            expiries: BTreeSet::new(),
+            expiries: Expiries::new(ctx.config.envelopes.cached_envelopes),
             stream: BTreeMap::new(),
             stamp_floor: 0,
             floor_promise: 0,

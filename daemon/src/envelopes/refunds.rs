@@ -78,14 +78,18 @@ impl Envelopes {
         // A slot being handed to another node is left alone: its data must
         // not change while it is copied (its refunds are written by
         // whichever node owns it afterwards).
+        if self.expiries.needs_refill() {
+            if let Err(e) = self.refill_expiries(txn) {
+                tracing::warn!(shard = self.shard, error = %e, "pending expiries not read back; retrying next tick");
+                return;
+            }
+        }
         let routing = &self.routing;
-        let due: Vec<(u64, u64)> = self
+        let due = self
             .expiries
-            .range(..=(now, u64::MAX))
-            .filter(|(_, id)| routing.serving(envelope_slot(*id)))
-            .take(self.cfg.refunds_per_tick)
-            .copied()
-            .collect();
+            .due(now, self.cfg.refunds_per_tick, |(_, id)| {
+                routing.serving(envelope_slot(*id))
+            });
         for (expires_at, id) in due {
             match self.refund_one(expires_at, id, now, txn) {
                 Ok(()) => {

@@ -25,7 +25,7 @@ impl Envelopes {
         // Refunds first: an envelope's day must not go while its refund is
         // still to be written (config guarantees expiry < retention, and
         // this covers a refund backlog or a failed timer run).
-        if self.expiries.first().is_some_and(|&(at, _)| at <= now) {
+        if self.expiries.earliest().is_some_and(|at| at <= now) {
             return;
         }
         let Some(last_day) = epoch_day(now).checked_sub(keep) else {

@@ -192,13 +192,14 @@ pub fn default_scale_memory_mb(quick: bool, shards: Option<usize>) -> usize {
 ///    fresh instance of every server (rushd's RESP listener), SET, GET, INCR
 ///    and HSET at pipelines 1 and 16, with the server's CPU per request.
 /// 2. **Scaling and footprint** (`scale_servers`; rushd on the memory
-///    budget `scale_memory_mb`): three families, each on a fresh server of
+///    budget `scale_memory_mb`): four families, each on a fresh server of
 ///    its own. Links: preloaded to each of `scale_keys` with `links-resolve`
 ///    run at each, the memory and disk per link measured, then
 ///    `links-shorten` at that size. Owners: the same with `catalog`, the
 ///    footprint per owner, then `catalog-zipf` on the same data. Users:
 ///    `limits-held` (orders reading stored books), the footprint per user,
-///    then `limits`.
+///    then `limits`. Envelopes: `envelopes-held` (grabs of stored
+///    envelopes), the footprint per envelope, then the `envelopes` storm.
 /// 3. **One shard**: rushd restarted with `--shards 1`, every workload once
 ///    at the deepest pipeline, to compare with phase 1's rushd.
 /// 4. **Pinned** (`pin`): every workload on every server again, closed loop

@@ -283,6 +283,7 @@ pub static WORKLOADS: &[Entry] = &[
     Entry::of::<crate::workloads::catalog::Catalog>(),
     Entry::of::<crate::workloads::catalog::CatalogZipf>(),
     Entry::of::<crate::workloads::envelopes::Envelopes>(),
+    Entry::of::<crate::workloads::envelopes_held::EnvelopesHeld>(),
     Entry::of::<crate::workloads::mixed::Mixed>(),
 ];
 

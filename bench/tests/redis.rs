@@ -245,6 +245,23 @@ async fn service_workloads_reach_redis() {
     assert_eq!(grabs, granted);
     assert_eq!(taken, granted);
 
+    // envelopes-held: the preload's envelopes, each grab in one of them.
+    let r = run("envelopes-held", true).await;
+    assert_eq!(r.preloaded, KEYS);
+    assert_eq!(r.denied, 0, "600 grabs can't empty 150 envelopes of 100");
+    let mut grabs = 0u64;
+    for n in 0..KEYS {
+        let g: u64 = redis::cmd("HLEN")
+            .arg(format!("env:{{held.{n}}}:g"))
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        grabs += g;
+    }
+    assert_eq!(grabs, r.ok);
+    let r = run("envelopes-held", true).await;
+    assert_eq!(r.preloaded, 0, "the marker says the envelopes are there");
+
     let r = run("mixed", true).await;
     assert_eq!(r.preloaded, 0);
 }

@@ -141,6 +141,22 @@ async fn service_workloads_reach_the_daemon() {
     assert!(audit.ok(), "{audit:?}");
     assert_eq!(audit.grabs, r.ok - r.denied);
 
+    // envelopes-held: the preload's envelopes take every grab; a second
+    // run creates none.
+    let (r, b, a) = run(&node, "envelopes-held", true).await;
+    assert_eq!(r.preloaded, KEYS);
+    assert_eq!(answered(&b, &a, "ENVELOPE_CREATE", "ok"), KEYS as f64);
+    assert_eq!(r.denied, 0, "600 grabs can't empty 150 envelopes of 100");
+    assert_eq!(answered(&b, &a, "ENVELOPE_GRAB", "ok"), r.ok as f64);
+    let (r, b, a) = run(&node, "envelopes-held", true).await;
+    assert_eq!(r.preloaded, 0);
+    assert_eq!(answered(&b, &a, "ENVELOPE_CREATE", "ok"), 0.0);
+    let before = audit;
+    let audit = client.envelope_audit().await.unwrap();
+    assert!(audit.ok(), "{audit:?}");
+    assert_eq!(audit.grabs, before.grabs + 2 * REQUESTS);
+    assert_eq!(audit.envelopes, before.envelopes + KEYS);
+
     // mixed: all of it at once, nothing loaded again.
     let (r, b, a) = run(&node, "mixed", true).await;
     assert_eq!(r.preloaded, 0);

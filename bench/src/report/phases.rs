@@ -42,8 +42,10 @@ pub(super) fn scaling(s: &mut String, results: &SuiteResults) {
         "Each family on a fresh server of its own, its data preloaded to each size in turn: \
          links (`links-resolve` at each size, then `links-shorten` writing new links into the \
          store of that size), owners (`catalog` at each size, then `catalog-zipf` on the same \
-         owners) and users (`limits-held`, orders reading the books its preload stored, then \
-         `limits`, fresh users' books written into that store). Every run closed-loop at that size{}. The last column compares with the \
+         owners), users (`limits-held`, orders reading the books its preload stored, then \
+         `limits`, fresh users' books written into that store) and envelopes \
+         (`envelopes-held`, grabs of the envelopes its preload stored, then the `envelopes` \
+         storm in that store). Every run closed-loop at that size{}. The last column compares with the \
          smallest size of the same workload on the same server.\n",
         match results.scale_memory_mb {
             Some(mb) => format!("; rushd on a memory budget of {mb} MiB (`--memory-mb {mb}`)"),
@@ -104,8 +106,8 @@ fn item_rank(items: &str) -> usize {
         .unwrap_or(usize::MAX)
 }
 
-/// "## Footprint per stored item": memory and disk per link, owner and
-/// user at each size.
+/// "## Footprint per stored item": memory and disk per link, owner, user
+/// and envelope at each size.
 pub(super) fn footprint(s: &mut String, results: &SuiteResults) {
     let rows = footprint_rows(results);
     if rows.is_empty() {
@@ -124,7 +126,8 @@ pub(super) fn footprint(s: &mut String, results: &SuiteResults) {
          `links-resolve` at each size (100-byte URLs, 7-character codes, 30-day TTL; the items \
          count the links `links-shorten` stored at the sizes before), owners after `catalog` at \
          each size (3–5 records of ~40 bytes each), users after `limits-held` at each size \
-         (a book with one order of one item today). Rush: the process's \
+         (a book with one order of one item today), envelopes after `envelopes-held` at each \
+         size (100 shares, the grabs of the runs before included). Rush: the process's \
          resident memory (VmRSS; it holds RocksDB's block cache and memtables and the shards' \
          caches, {bounded}) and its data directory after a full compaction. Redis: `INFO \
          memory` used_memory (Redis's own accounting, as in the issue's 241 bytes per link) and \

@@ -32,8 +32,10 @@ pub struct ScalingFamily {
 /// links into the store), owners (catalog, then catalog-zipf, whose
 /// preload finds catalog's marker and adds nothing) and users (limits-held,
 /// orders reading stored books, then limits, fresh users' books written
-/// into the large store).
-pub const SCALING_FAMILIES: [ScalingFamily; 3] = [
+/// into the large store) and envelopes (envelopes-held, grabs of stored
+/// envelopes, then the envelopes storm, its envelopes created in the large
+/// store).
+pub const SCALING_FAMILIES: [ScalingFamily; 4] = [
     ScalingFamily {
         grows: "links-resolve",
         then: "links-shorten",
@@ -47,6 +49,11 @@ pub const SCALING_FAMILIES: [ScalingFamily; 3] = [
     ScalingFamily {
         grows: "limits-held",
         then: "limits",
+        then_stores: false,
+    },
+    ScalingFamily {
+        grows: "envelopes-held",
+        then: "envelopes",
         then_stores: false,
     },
 ];

@@ -165,16 +165,19 @@ impl Footprint {
 }
 
 /// What the scaling families store, in the order the report shows them.
-pub const ITEM_KINDS: [&str; 3] = ["links", "owners", "users"];
+pub const ITEM_KINDS: [&str; 4] = ["links", "owners", "users", "envelopes"];
 
 /// What the items a `workload` stores are called: "owners" for the
-/// catalog's, "users" for limits-held's books, "links" for the others.
+/// catalog's, "users" for limits-held's books, "envelopes" for
+/// envelopes-held's, "links" for the others.
 pub fn items_of(workload: &str) -> &'static str {
+    use crate::workload::Workload;
     if crate::workloads::catalog::is_catalog(workload) {
         "owners"
-    } else if workload == <crate::workloads::limits::LimitsHeld as crate::workload::Workload>::NAME
-    {
+    } else if workload == crate::workloads::limits::LimitsHeld::NAME {
         "users"
+    } else if workload == crate::workloads::envelopes_held::EnvelopesHeld::NAME {
+        "envelopes"
     } else {
         "links"
     }

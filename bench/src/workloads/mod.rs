@@ -3,6 +3,7 @@
 
 pub mod catalog;
 pub mod envelopes;
+pub mod envelopes_held;
 pub mod kv_get;
 pub mod kv_incr;
 pub mod kv_set;

@@ -633,6 +633,19 @@ async fn an_envelope_reloaded_before_its_grabs_are_written_back_still_knows_them
     let info = c.envelope_info(a).await.unwrap();
     assert_eq!(info.grabbed, 3);
     assert_eq!(info.grabs.len(), 3);
+    // An emptied envelope, dropped and reloaded by someone else's grab (its
+    // grabs not read with it): its last grabber's repeat is still a repeat,
+    // not EMPTY.
+    let one = envelope(c, "{s}c", 100, 1).await;
+    let got = c.envelope_grab(one, "w").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    c.envelope_grab(b, "v-last").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let e = c.envelope_grab(one, "x").await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Empty), "{e:?}");
+    let again = c.envelope_grab(one, "w").await.unwrap();
+    assert!(again.repeated);
+    assert_eq!(again.amount_cents, got.amount_cents);
     audit_and_stop(node).await;
 }
 

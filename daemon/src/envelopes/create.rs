@@ -145,6 +145,7 @@ impl Envelopes {
             Live {
                 rec,
                 grabs: HashMap::new(),
+                complete: true,
                 touched: now,
             },
         );

@@ -22,7 +22,16 @@ impl Envelopes {
     ) -> Result<Reply, RushError> {
         self.open(r.id, now, txn)?;
         let live = self.cache.get_mut(&r.id).expect("opened above");
-        if let Some(answer) = known_outcome(live, &r.user, now, &self.metrics.envelopes) {
+        let (slot, day) = (envelope_slot(r.id), envelope_day(r.id));
+        if !live.complete && !live.grabs.contains_key(r.user.as_ref()) {
+            // Loaded from storage without its grabs: has this user grabbed?
+            let key = keys::envelope::grab(slot, day, r.id, &r.user);
+            if let Some(raw) = txn.get(&key).map_err(super::storage_error)? {
+                let g = GrabRecord::decode(&raw).map_err(super::corrupt)?;
+                live.grabs.insert(r.user.as_ref().into(), g);
+            }
+        }
+        if let Some(answer) = known_outcome(live, &r.user, true, now, &self.metrics.envelopes) {
             return answer;
         }
         let rec = &mut live.rec;
@@ -42,7 +51,6 @@ impl Envelopes {
         rec.remaining -= amount;
         rec.remaining_count -= 1;
 
-        let (slot, day) = (envelope_slot(r.id), envelope_day(r.id));
         txn.put(
             keys::envelope::grab(slot, day, r.id, &r.user),
             grab.encode(),
@@ -79,7 +87,8 @@ impl Envelopes {
         now: u64,
     ) -> Option<Result<Reply, RushError>> {
         if let Some(live) = self.cache.get(&r.id) {
-            if let Some(answer) = known_outcome(live, &r.user, now, &self.metrics.envelopes) {
+            let m = &self.metrics.envelopes;
+            if let Some(answer) = known_outcome(live, &r.user, live.complete, now, m) {
                 return Some(answer);
             }
         }
@@ -95,9 +104,13 @@ impl Envelopes {
 }
 
 /// The answer to a grab that needs no write: a repeat, EMPTY, EXPIRED.
+/// `user_known`: whether `user` grabbed is known from memory (the envelope
+/// holds every grab, or this user's was looked up); if not, only a repeat
+/// can be answered — an EMPTY could be a repeat of a grab not yet read.
 fn known_outcome(
     live: &Live,
     user: &[u8],
+    user_known: bool,
     now: u64,
     m: &EnvelopeMetrics,
 ) -> Option<Result<Reply, RushError>> {
@@ -109,6 +122,9 @@ fn known_outcome(
                 repeated: true,
             },
         )));
+    }
+    if !user_known {
+        return None;
     }
     if live.rec.remaining_count == 0 {
         m.grab_empty.inc();

@@ -2,7 +2,9 @@
 
 use super::Envelopes;
 use crate::shard::txn::Txn;
-use rush_protocol::cmd::{EnvelopeGrabbed, EnvelopeInfo, EnvelopeInfoReply, EnvelopeState};
+use rush_protocol::cmd::{
+    envelope_day, envelope_slot, EnvelopeGrabbed, EnvelopeInfo, EnvelopeInfoReply, EnvelopeState,
+};
 use rush_protocol::{Reply, RushError};
 
 impl Envelopes {
@@ -13,7 +15,15 @@ impl Envelopes {
         txn: &mut Txn,
     ) -> Result<Reply, RushError> {
         self.open(r.id, now, txn)?;
-        let live = self.cache.get_mut(&r.id).expect("opened above");
+        let (slot, day) = (envelope_slot(r.id), envelope_day(r.id));
+        let live = &self.cache[&r.id];
+        if !live.complete {
+            let grabs = self.load_grabs(slot, day, r.id, &live.rec, txn)?;
+            let live = self.cache.get_mut(&r.id).expect("opened above");
+            live.grabs = grabs;
+            live.complete = true;
+        }
+        let live = &self.cache[&r.id];
         let rec = &live.rec;
         let state = if rec.remaining_count == 0 {
             EnvelopeState::Empty

@@ -180,7 +180,7 @@ impl Envelopes {
     /// merged in (a walk of the slot's pending writes). Without it an
     /// envelope dropped from memory right after a grab came back without
     /// that grab, and its user could grab again.
-    fn load_grabs(
+    pub(super) fn load_grabs(
         &self,
         slot: u16,
         day: u8,
@@ -190,8 +190,6 @@ impl Envelopes {
     ) -> Result<HashMap<Box<[u8]>, GrabRecord>, RushError> {
         let mut grabs = HashMap::with_capacity(rec.grabbed() as usize);
         if rec.grabbed() == 0 {
-            // Nothing to read: no scan (an iterator and a seek) for an
-            // envelope nobody has grabbed yet.
             return Ok(grabs);
         }
         let from = keys::envelope::grab(slot, day, id, b"");
@@ -266,8 +264,9 @@ impl Envelopes {
             return Ok(false);
         }
         // Through the txn: an envelope created earlier in this group is in
-        // the cache already, so a miss here is committed state, and its
-        // grabs can be read straight from storage.
+        // the cache already, so a miss here is committed state. Its grabs
+        // are not read: a grab looks its user up (`Live::complete`), and
+        // ENVELOPE_INFO reads them all.
         let Some(raw) = txn
             .get(&keys::envelope::record(slot, day, id))
             .map_err(storage_error)?
@@ -275,12 +274,12 @@ impl Envelopes {
             return Ok(false);
         };
         let rec = EnvelopeRecord::decode(&raw).map_err(corrupt)?;
-        let grabs = self.load_grabs(slot, day, id, &rec, txn)?;
         self.cache.insert(
             id,
             Live {
+                complete: rec.grabbed() == 0,
                 rec,
-                grabs,
+                grabs: HashMap::new(),
                 touched: used_at.unwrap_or(0),
             },
         );

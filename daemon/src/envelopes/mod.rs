@@ -51,9 +51,10 @@ pub use refunds::merge_refunds;
 
 use crate::metrics::Metrics;
 use crate::services::Registration;
-use crate::shard::service::{Cx, ShardService};
+use crate::shard::service::{Ahead, Cx, ShardService};
 use crate::shard::txn::Txn;
 use crate::shard::ShardContext;
+use crate::storage::keys;
 use crate::storage::Storage;
 use days::Days;
 use expiries::Expiries;
@@ -61,7 +62,7 @@ use hashbrown::HashMap;
 use rand::rngs::SmallRng;
 use record::{EnvelopeRecord, GrabRecord};
 use refunds::StreamEntry;
-use rush_protocol::cmd::RefundCursor;
+use rush_protocol::cmd::{envelope_day, envelope_slot, RefundCursor};
 use rush_protocol::{Opcode, Reply, Request, RushError, Service};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -99,6 +100,25 @@ impl ShardService for Envelopes {
         };
         let expiries = self.expiries.len() * expiries::ENTRY_BYTES;
         into.add(crate::memory::Part::HotState, books + expiries);
+    }
+
+    /// A grab of an envelope memory doesn't hold reads its books first:
+    /// their row-cache row is loaded ahead (envelopes-held at 1M: 17.95 →
+    /// 17.40 µs/op, 4 of 4 rounds; reading the lacking books in one batch
+    /// with `Ahead::Read` did not pay, as for other keys that are present).
+    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
+        if opcode != Opcode::EnvelopeGrab {
+            return Ahead::No;
+        }
+        let Some(id) = body.first_chunk::<8>().map(|b| u64::from_be_bytes(*b)) else {
+            return Ahead::No;
+        };
+        let day = envelope_day(id);
+        if self.cache.contains_key(&id) || !(1..=31).contains(&day) {
+            return Ahead::No;
+        }
+        keys::envelope::record_into(key, envelope_slot(id), day, id);
+        Ahead::Row
     }
 
     /// Every request naming an envelope waits in that envelope's lane.

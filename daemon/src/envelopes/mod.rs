@@ -24,10 +24,11 @@
 //! the "refunded" books and the pending entry's removal together. Synced
 //! before the answer.
 //!
-//! In memory, per shard: the books and grabbers of recently used envelopes
-//! (loaded on first touch; an empty or expired one answers from memory at
-//! intake, without queueing or storage work), the expiry index, the refund
-//! stream and the day markers. Memory is changed as requests apply; if a
+//! In memory, per shard: the books of recently used envelopes and the
+//! grabbers known (loaded on first touch, the books only: a grab looks its
+//! own user up; an empty or expired one answers from memory at intake,
+//! without queueing or storage work), the earliest pending expiries
+//! (`expiries`), the refund stream and the day markers. Memory is changed as requests apply; if a
 //! group commit fails, all of it is dropped and reloaded from storage.
 
 mod audit;

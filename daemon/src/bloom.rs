@@ -193,6 +193,13 @@ impl ScalableBloom {
         if self.contains(hash) {
             return false;
         }
+        self.insert_absent(hash);
+        true
+    }
+
+    /// Add `hash`, which the caller has just seen the filter report absent
+    /// (no second probe of every layer).
+    pub fn insert_absent(&mut self, hash: u64) {
         let last = self.layers.last().expect("at least one layer");
         if last.is_full() {
             let n = self.layers.len() as u64;
@@ -210,7 +217,6 @@ impl ScalableBloom {
             .expect("at least one layer")
             .insert(hash);
         self.items += 1;
-        true
     }
 
     /// Items added (distinct as far as the filter could tell).

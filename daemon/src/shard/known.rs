@@ -32,6 +32,7 @@ use crate::storage::value::Stored;
 use crate::storage::Storage;
 use hashbrown::DefaultHashBuilder;
 use prometheus::{IntCounter, IntGauge};
+use std::cell::Cell;
 use std::hash::BuildHasher;
 
 /// The filter's false-positive rate: one new order in a hundred reads its
@@ -65,6 +66,12 @@ pub struct KeyFilter {
     filter: ScalableBloom,
     /// False until a build from storage succeeded: every key may be held.
     ready: bool,
+    /// The last hashes [`KeyFilter::may_hold`] probed and whether the
+    /// filter held them, so that [`KeyFilter::add`] of the same keys (a
+    /// request reads its keys, then writes them) doesn't probe every layer
+    /// again. The filter only grows, so "held" stays true; it is emptied
+    /// when the filter is replaced.
+    probed: Cell<[Probed; 2]>,
     /// A rebuild in progress: the new filter and how far the walk is.
     rebuild: Option<(ScalableBloom, SlotWalk)>,
     /// The shard's slots.
@@ -72,6 +79,14 @@ pub struct KeyFilter {
     last: u16,
     shard: usize,
     pub gauges: Gauges,
+}
+
+/// A hash [`KeyFilter::may_hold`] probed, and what the filter said.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Probed {
+    hash: u64,
+    /// 0: nothing probed here; 1: absent; 2: held.
+    said: u8,
 }
 
 /// The filter's size and builds (`Metrics::key_filter`).
@@ -98,6 +113,7 @@ impl KeyFilter {
             hasher: DefaultHashBuilder::default(),
             filter: ScalableBloom::blocked(MIN_CAPACITY, FP_RATE),
             ready: false,
+            probed: Cell::default(),
             rebuild: None,
             first: *slots.start(),
             last: *slots.end(),
@@ -114,12 +130,30 @@ impl KeyFilter {
     /// Might the shard hold the key of `hash`? False means certainly not.
     #[inline]
     pub fn may_hold(&self, hash: u64) -> bool {
-        !self.ready || self.filter.contains(hash)
+        if !self.ready {
+            return true;
+        }
+        let held = self.filter.contains(hash);
+        let [_, last] = self.probed.get();
+        let said = if held { 2 } else { 1 };
+        self.probed.set([last, Probed { hash, said }]);
+        held
     }
 
     /// A key is being written.
     pub fn add(&mut self, hash: u64) {
-        self.filter.insert(hash);
+        let mut probed = self.probed.get();
+        match probed.iter_mut().find(|p| p.said != 0 && p.hash == hash) {
+            Some(p) if p.said == 2 => {}
+            Some(p) => {
+                self.filter.insert_absent(hash);
+                p.said = 2;
+                self.probed.set(probed);
+            }
+            None => {
+                self.filter.insert(hash);
+            }
+        }
         if let Some((next, _)) = &mut self.rebuild {
             next.insert(hash);
         }
@@ -206,6 +240,7 @@ impl KeyFilter {
             Ok(true) => {
                 let (next, _) = self.rebuild.take().expect("a rebuild runs");
                 self.filter = next;
+                self.probed.take();
                 self.ready = true;
                 self.gauges.builds.inc();
             }
@@ -270,6 +305,42 @@ mod tests {
         keys.iter()
             .filter(|(k, _)| known.may_hold(known.hash(k)))
             .count()
+    }
+
+    /// A key written after the filter was asked about it is added without
+    /// a second probe, and held afterwards; a held one is not counted twice.
+    #[test]
+    fn a_key_asked_about_then_written_is_held_and_counted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open_small(dir.path(), Default::default());
+        let mut known = KeyFilter::new("purchase-limit", keys::limits_range, 0, 1, gauges());
+        let txn = Txn::new(&storage, 0);
+        while !known.ready {
+            known.tick(&txn, 0);
+        }
+        let (order, user_book) = (record("u", "o1"), book("u"));
+        let (r, b) = (known.hash(&order), known.hash(&user_book));
+        // A request reads both, then writes both.
+        assert!(!known.may_hold(r) && !known.may_hold(b));
+        known.add(r);
+        known.add(b);
+        assert!(known.may_hold(r) && known.may_hold(b));
+        assert_eq!(known.filter.items(), 2);
+        // The next order of the same user: its book is held, its record new.
+        let r2 = known.hash(&record("u", "o2"));
+        assert!(!known.may_hold(r2));
+        assert!(known.may_hold(b));
+        known.add(r2);
+        known.add(b);
+        known.add(b);
+        assert!(known.may_hold(r2));
+        assert_eq!(known.filter.items(), 3, "the book once");
+        // A key never asked about is probed before it is added.
+        let r3 = known.hash(&record("u", "o3"));
+        known.add(r3);
+        known.add(r3);
+        assert!(known.may_hold(r3));
+        assert_eq!(known.filter.items(), 4);
     }
 
     /// What is stored is held after the build, what was never written is

@@ -75,15 +75,17 @@ impl Envelopes {
     /// Write the refunds of envelopes that expired with money left (at most
     /// `refunds_per_tick`; the rest next time).
     pub(super) fn refund_due(&mut self, now: u64, txn: &mut Txn) {
-        // A slot being handed to another node is left alone: its data must
-        // not change while it is copied (its refunds are written by
-        // whichever node owns it afterwards).
+        // Memory holds the earliest expiries only: when they are used up,
+        // the next ones are read back.
         if self.expiries.needs_refill() {
             if let Err(e) = self.refill_expiries(txn) {
                 tracing::warn!(shard = self.shard, error = %e, "pending expiries not read back; retrying next tick");
                 return;
             }
         }
+        // A slot being handed to another node is left alone: its data must
+        // not change while it is copied (its refunds are written by
+        // whichever node owns it afterwards).
         let routing = &self.routing;
         let due = self
             .expiries

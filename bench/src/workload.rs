@@ -358,6 +358,14 @@ pub fn filler_value(size: usize) -> Bytes {
     Bytes::from(vec![b'x'; size])
 }
 
+/// The first of a run's connections: where a preload or a setup reads and
+/// writes its markers and loads its scripts.
+pub fn first_conn<C>(conns: &[C]) -> anyhow::Result<&C> {
+    conns
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("no connection"))
+}
+
 /// A tag unique to this workload instance (time and a counter), for names
 /// one run must not share with another: order ids, envelope senders.
 pub fn run_nonce() -> String {

@@ -25,8 +25,8 @@
 use crate::dist::Dist;
 use crate::stats::{OpError, Outcome};
 use crate::workload::{
-    format_key, redis_bulk_range, rush_bulk, KeyPicker, Marker, Params, RedisConn, RushConn,
-    Workload,
+    first_conn, format_key, redis_bulk_range, rush_bulk, KeyPicker, Marker, Params, RedisConn,
+    RushConn, Workload,
 };
 use bytes::Bytes;
 use rand::RngExt;
@@ -152,9 +152,7 @@ impl Core {
     }
 
     pub async fn preload_rush(&self, conns: &[RushConn]) -> anyhow::Result<u64> {
-        let c = conns
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("no connection"))?;
+        let c = first_conn(conns)?;
         let have = MARKER.rush(c).await?;
         let to = self.params.keys;
         if have >= to {
@@ -176,10 +174,7 @@ impl Core {
     }
 
     pub async fn preload_redis(&self, conns: &[RedisConn]) -> anyhow::Result<u64> {
-        let mut c = conns
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("no connection"))?
-            .clone();
+        let mut c = first_conn(conns)?.clone();
         let have = MARKER.redis(&mut c).await?;
         let to = self.params.keys;
         if have >= to {

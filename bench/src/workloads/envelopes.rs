@@ -21,12 +21,13 @@
 
 use crate::stats::{OpError, Outcome};
 use crate::workload::{
-    redis_bulk, run_nonce, rush_bulk_collect, Params, RedisConn, RushConn, Workload,
+    first_conn, redis_bulk, run_nonce, rush_bulk_collect, Params, RedisConn, RushConn, Workload,
 };
 use bytes::Bytes;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
-use rush_protocol::cmd::{EnvelopeCreate, EnvelopeGrab, EnvelopeMode};
+use rush_client::ClientError;
+use rush_protocol::cmd::{EnvelopeCreate, EnvelopeGrab, EnvelopeGrabReply, EnvelopeMode};
 use rush_protocol::ErrorCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -126,16 +127,42 @@ impl Envelopes {
         lane.n += 1;
         format!("g{}-{}", lane.index, lane.n)
     }
+}
 
-    fn check_amount(cents: u64) -> Result<Outcome, OpError> {
-        if cents == 0 || cents > SHARES as u64 * CENTS_PER_SHARE {
-            return Err(OpError::new(
-                "WRONG_VALUE",
-                format!("granted {cents} cents"),
-            ));
-        }
-        Ok(Outcome::Done)
+/// What a grab by a new user got from Rush, for an envelope of `total`
+/// cents: done with 1..=`total` cents, denied when EMPTY.
+pub fn rush_answer(
+    answer: Result<EnvelopeGrabReply, ClientError>,
+    total: u64,
+) -> Result<Outcome, OpError> {
+    match answer {
+        Ok(r) if r.repeated => Err(OpError::new("REPEATED", "a new user grabbed twice")),
+        Ok(r) => granted(r.amount_cents, total),
+        Err(e) if e.code() == Some(ErrorCode::Empty) => Ok(Outcome::Denied),
+        Err(e) => Err(e.into()),
     }
+}
+
+/// The same from [`SCRIPT`]'s answer.
+pub fn script_answer(got: i64, total: u64) -> Result<Outcome, OpError> {
+    match got {
+        0 => Ok(Outcome::Denied),
+        c if c > 0 => granted(c as u64, total),
+        -1 => Err(OpError::new("EXPIRED", "envelope expired")),
+        -2 => Err(OpError::new("NOT_FOUND", "no such envelope")),
+        -3 => Err(OpError::new("REPEATED", "a new user grabbed twice")),
+        v => Err(OpError::new("WRONG_VALUE", format!("script answered {v}"))),
+    }
+}
+
+fn granted(cents: u64, total: u64) -> Result<Outcome, OpError> {
+    if cents == 0 || cents > total {
+        return Err(OpError::new(
+            "WRONG_VALUE",
+            format!("granted {cents} cents"),
+        ));
+    }
+    Ok(Outcome::Done)
 }
 
 impl Workload for Envelopes {
@@ -197,10 +224,7 @@ impl Workload for Envelopes {
                 .ignore();
         })
         .await?;
-        let mut c = conns
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("no connection"))?
-            .clone();
+        let mut c = first_conn(conns)?.clone();
         self.script.load_async(&mut c).await?;
         let _ = self.pool.set(Arc::new(Pool::new(Vec::new(), per as usize)));
         Ok(())
@@ -211,21 +235,17 @@ impl Workload for Envelopes {
         let j = lane.rng.random_range(0..HOT);
         let (at, g) = pool.current(j);
         let user = Self::user(lane);
-        match conn
+        let answer = conn
             .request(&EnvelopeGrab {
                 id: pool.ids[at],
                 user: Bytes::from(user),
             })
-            .await
-        {
-            Ok(r) if r.repeated => Err(OpError::new("REPEATED", "a new user grabbed twice")),
-            Ok(r) => Self::check_amount(r.amount_cents),
-            Err(e) if e.code() == Some(ErrorCode::Empty) => {
-                pool.emptied(j, g);
-                Ok(Outcome::Denied)
-            }
-            Err(e) => Err(e.into()),
+            .await;
+        let outcome = rush_answer(answer, SHARES as u64 * CENTS_PER_SHARE);
+        if matches!(outcome, Ok(Outcome::Denied)) {
+            pool.emptied(j, g);
         }
+        outcome
     }
 
     async fn redis(&self, lane: &mut Lane, conn: &mut RedisConn) -> Result<Outcome, OpError> {
@@ -243,16 +263,10 @@ impl Workload for Envelopes {
             .arg(random)
             .invoke_async(conn)
             .await?;
-        match got {
-            0 => {
-                pool.emptied(j, g);
-                Ok(Outcome::Denied)
-            }
-            c if c > 0 => Self::check_amount(c as u64),
-            -1 => Err(OpError::new("EXPIRED", "envelope expired")),
-            -2 => Err(OpError::new("NOT_FOUND", "no such envelope")),
-            -3 => Err(OpError::new("REPEATED", "a new user grabbed twice")),
-            v => Err(OpError::new("WRONG_VALUE", format!("script answered {v}"))),
+        let outcome = script_answer(got, SHARES as u64 * CENTS_PER_SHARE);
+        if matches!(outcome, Ok(Outcome::Denied)) {
+            pool.emptied(j, g);
         }
+        outcome
     }
 }

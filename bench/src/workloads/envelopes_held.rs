@@ -17,16 +17,15 @@
 //! user, synced before the answer). Redis: the `envelopes` workload's Lua
 //! script, one EVALSHA per grab, on hashes `env:{held.N}`.
 
-use super::envelopes::SCRIPT;
+use super::envelopes::{rush_answer, script_answer, SCRIPT};
 use crate::stats::{OpError, Outcome};
 use crate::workload::{
-    recall, redis_bulk_range, remember, run_nonce, rush_bulk_collect, KeyPicker, Marker, Params,
-    RedisConn, RushConn, Workload,
+    first_conn, recall, redis_bulk_range, remember, run_nonce, rush_bulk_collect, KeyPicker,
+    Marker, Params, RedisConn, RushConn, Workload,
 };
 use bytes::Bytes;
 use rand::RngExt;
 use rush_protocol::cmd::{EnvelopeCreate, EnvelopeGrab, EnvelopeMode};
-use rush_protocol::ErrorCode;
 use std::sync::{Arc, OnceLock};
 
 /// Shares per held envelope.
@@ -68,30 +67,34 @@ impl EnvelopesHeld {
         format!("{}:rush:{}", Self::NAME, self.params.target)
     }
 
+    /// How many held envelopes the server says it stores, and the ids this
+    /// process knows of them; an error when the two disagree.
+    async fn held(&self, c: &RushConn) -> anyhow::Result<(u64, Option<Arc<HeldIds>>)> {
+        let stored = MARKER.rush(c).await?;
+        let known = recall::<HeldIds>(&self.remembered_as());
+        let have = known.as_ref().map_or(0, |k| k.0.len());
+        if stored != have as u64 {
+            return Err(anyhow::anyhow!(
+                "envelopes-held: the server holds {stored} held envelopes but this process \
+                 knows the ids of {have} (Rush issues them; only the process that created them \
+                 knows them): run it on an empty server, or in the same suite run as the preload"
+            ));
+        }
+        Ok((stored, known))
+    }
+
     /// The next grab: an envelope and a new user.
     fn grab(&self, lane: &mut Lane) -> (u64, String) {
         let n = lane.keys.sampler.sample(&mut lane.keys.rng);
         lane.n += 1;
         (n, format!("g:{}:{}:{}", self.nonce, lane.index, lane.n))
     }
-
-    fn check_amount(cents: u64) -> Result<Outcome, OpError> {
-        if cents == 0 || cents > CENTS {
-            return Err(OpError::new(
-                "WRONG_VALUE",
-                format!("granted {cents} cents"),
-            ));
-        }
-        Ok(Outcome::Done)
-    }
 }
 
-/// The error for ids this process does not know.
-fn unknown_ids(stored: u64, known: usize) -> anyhow::Error {
+/// Fewer envelopes stored than the run grabs from.
+fn not_preloaded(stored: u64, wanted: u64) -> anyhow::Error {
     anyhow::anyhow!(
-        "envelopes-held: the server holds {stored} held envelopes but this process knows the \
-         ids of {known} (Rush issues them; only the process that created them knows them): \
-         run it on an empty server, or in the same suite run as the preload"
+        "envelopes-held: {stored} envelopes stored, {wanted} wanted: run it with --preload"
     )
 }
 
@@ -122,15 +125,8 @@ impl Workload for EnvelopesHeld {
     }
 
     async fn preload_rush(&self, conns: &[RushConn]) -> anyhow::Result<u64> {
-        let c = conns
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("no connection"))?;
-        let stored = MARKER.rush(c).await?;
-        let known = recall::<HeldIds>(&self.remembered_as());
-        let have = known.as_ref().map_or(0, |k| k.0.len());
-        if stored != have as u64 {
-            return Err(unknown_ids(stored, have));
-        }
+        let c = first_conn(conns)?;
+        let (stored, known) = self.held(c).await?;
         let to = self.params.keys;
         if stored >= to {
             return Ok(0);
@@ -152,10 +148,7 @@ impl Workload for EnvelopesHeld {
     }
 
     async fn preload_redis(&self, conns: &[RedisConn]) -> anyhow::Result<u64> {
-        let mut c = conns
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("no connection"))?
-            .clone();
+        let mut c = first_conn(conns)?.clone();
         let have = MARKER.redis(&mut c).await?;
         let to = self.params.keys;
         if have >= to {
@@ -181,36 +174,21 @@ impl Workload for EnvelopesHeld {
     }
 
     async fn setup_rush(&self, conns: &[RushConn]) -> anyhow::Result<()> {
-        let c = conns
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("no connection"))?;
-        let stored = MARKER.rush(c).await?;
-        let known = recall::<HeldIds>(&self.remembered_as());
-        let have = known.as_ref().map_or(0, |k| k.0.len());
+        let (stored, known) = self.held(first_conn(conns)?).await?;
         match known {
-            Some(ids) if have as u64 == stored && stored >= self.params.keys => {
+            Some(ids) if stored >= self.params.keys => {
                 let _ = self.ids.set(ids);
                 Ok(())
             }
-            _ if stored != have as u64 => Err(unknown_ids(stored, have)),
-            _ => Err(anyhow::anyhow!(
-                "envelopes-held: {stored} envelopes stored, {} wanted: run it with --preload",
-                self.params.keys
-            )),
+            _ => Err(not_preloaded(stored, self.params.keys)),
         }
     }
 
     async fn setup_redis(&self, conns: &[RedisConn]) -> anyhow::Result<()> {
-        let mut c = conns
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("no connection"))?
-            .clone();
+        let mut c = first_conn(conns)?.clone();
         let stored = MARKER.redis(&mut c).await?;
         if stored < self.params.keys {
-            return Err(anyhow::anyhow!(
-                "envelopes-held: {stored} envelopes stored, {} wanted: run it with --preload",
-                self.params.keys
-            ));
+            return Err(not_preloaded(stored, self.params.keys));
         }
         self.script.load_async(&mut c).await?;
         Ok(())
@@ -219,18 +197,13 @@ impl Workload for EnvelopesHeld {
     async fn rush(&self, lane: &mut Lane, conn: &RushConn) -> Result<Outcome, OpError> {
         let ids = lane.ids.clone().expect("set up");
         let (n, user) = self.grab(lane);
-        match conn
+        let answer = conn
             .request(&EnvelopeGrab {
                 id: ids.0[n as usize],
                 user: Bytes::from(user),
             })
-            .await
-        {
-            Ok(r) if r.repeated => Err(OpError::new("REPEATED", "a new user grabbed twice")),
-            Ok(r) => Self::check_amount(r.amount_cents),
-            Err(e) if e.code() == Some(ErrorCode::Empty) => Ok(Outcome::Denied),
-            Err(e) => Err(e.into()),
-        }
+            .await;
+        rush_answer(answer, CENTS)
     }
 
     async fn redis(&self, lane: &mut Lane, conn: &mut RedisConn) -> Result<Outcome, OpError> {
@@ -245,13 +218,6 @@ impl Workload for EnvelopesHeld {
             .arg(random)
             .invoke_async(conn)
             .await?;
-        match got {
-            0 => Ok(Outcome::Denied),
-            c if c > 0 => Self::check_amount(c as u64),
-            -1 => Err(OpError::new("EXPIRED", "envelope expired")),
-            -2 => Err(OpError::new("NOT_FOUND", "no such envelope")),
-            -3 => Err(OpError::new("REPEATED", "a new user grabbed twice")),
-            v => Err(OpError::new("WRONG_VALUE", format!("script answered {v}"))),
-        }
+        script_answer(got, CENTS)
     }
 }

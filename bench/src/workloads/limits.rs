@@ -37,8 +37,8 @@
 use crate::dist::Dist;
 use crate::stats::{OpError, Outcome};
 use crate::workload::{
-    redis_bulk_range, run_nonce, rush_bulk, KeyPicker, Marker, Params, RedisConn, RushConn,
-    Workload,
+    first_conn, redis_bulk_range, run_nonce, rush_bulk, KeyPicker, Marker, Params, RedisConn,
+    RushConn, Workload,
 };
 use bytes::Bytes;
 use rand::RngExt;
@@ -215,9 +215,7 @@ impl<const HELD: bool> Workload for Limits<HELD> {
             return Ok(0);
         }
         self.setup_rush(conns).await?;
-        let c = conns
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("no connection"))?;
+        let c = first_conn(conns)?;
         let have = HELD_MARKER.rush(c).await?;
         let to = self.params.keys;
         if have >= to {
@@ -243,10 +241,7 @@ impl<const HELD: bool> Workload for Limits<HELD> {
         if !HELD {
             return Ok(0);
         }
-        let mut c = conns
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("no connection"))?
-            .clone();
+        let mut c = first_conn(conns)?.clone();
         let have = HELD_MARKER.redis(&mut c).await?;
         let to = self.params.keys;
         if have >= to {
@@ -275,9 +270,7 @@ impl<const HELD: bool> Workload for Limits<HELD> {
     }
 
     async fn setup_rush(&self, conns: &[RushConn]) -> anyhow::Result<()> {
-        let c = conns
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("no connection"))?;
+        let c = first_conn(conns)?;
         c.call(&LimitPolicySet { policy: policy() })
             .await
             .map_err(|e| anyhow::anyhow!("LIMIT_POLICY_SET: {}: {}", e.kind, e.message))?;
@@ -285,10 +278,7 @@ impl<const HELD: bool> Workload for Limits<HELD> {
     }
 
     async fn setup_redis(&self, conns: &[RedisConn]) -> anyhow::Result<()> {
-        let mut c = conns
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("no connection"))?
-            .clone();
+        let mut c = first_conn(conns)?.clone();
         // SCRIPT LOAD once, so every order is an EVALSHA.
         self.script.load_async(&mut c).await?;
         Ok(())

@@ -16,8 +16,8 @@
 use crate::dist::Dist;
 use crate::stats::{OpError, Outcome};
 use crate::workload::{
-    recall, redis_bulk_range, remember, rush_bulk_collect, KeyPicker, Params, RedisConn, RushConn,
-    Workload,
+    first_conn, recall, redis_bulk_range, remember, rush_bulk_collect, KeyPicker, Params,
+    RedisConn, RushConn, Workload,
 };
 use crate::workloads::links_shorten::{redis_link_key, url, CODE_LEN, REDIS_SEQ, TTL_SECS};
 use anyhow::{bail, Context};
@@ -167,7 +167,7 @@ impl LinksResolve {
             return Ok(0);
         }
         let n = to - from;
-        let mut c = conns.first().context("no connection")?.clone();
+        let mut c = first_conn(conns)?.clone();
         let end: u64 = redis::cmd("INCRBY")
             .arg(REDIS_SEQ)
             .arg(n)

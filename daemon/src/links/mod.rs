@@ -19,7 +19,7 @@ mod info;
 mod issue;
 pub mod metrics;
 pub mod qr;
-mod record;
+pub(crate) mod record;
 pub mod redirect;
 mod resolve;
 pub mod scramble;

@@ -127,6 +127,25 @@ impl Stats {
         self.prune(today);
     }
 
+    /// Add `other` (visits counted since, or before): totals and days add
+    /// up, the last visit is the later one, and only the last
+    /// [`STATS_DAYS`] days up to the newest day either has are kept. In any
+    /// order the result is the same (the storage merge relies on it).
+    pub fn absorb(&mut self, other: &Stats) {
+        self.total = self.total.saturating_add(other.total);
+        self.last_visit = self.last_visit.max(other.last_visit);
+        for &(day, n) in &other.days {
+            match self.days.binary_search_by_key(&day, |(d, _)| *d) {
+                Ok(i) => self.days[i].1 = self.days[i].1.saturating_add(n),
+                Err(i) => self.days.insert(i, (day, n)),
+            }
+        }
+        if let Some(&(newest, _)) = self.days.last() {
+            let oldest = newest.saturating_sub(STATS_DAYS - 1);
+            self.days.retain(|(d, _)| *d >= oldest);
+        }
+    }
+
     pub fn prune(&mut self, today: u32) {
         let oldest = today.saturating_sub(STATS_DAYS - 1);
         self.days.retain(|(d, _)| *d >= oldest && *d <= today);

@@ -399,6 +399,9 @@ impl Shard {
                 None => log.delete(k),
             }
         }
+        for (k, operand) in &finished.merges {
+            log.merge(k, operand);
+        }
         let stats = &self.ctx.storage.stats;
         let seq = log
             .commit(finished.sync)
@@ -409,6 +412,9 @@ impl Shard {
         }
         let before = pending.len();
         pending.absorb(finished.applied.drain(), seq, &mut self.rows);
+        for (k, operand) in finished.merges.drain() {
+            pending.merge(&k, &operand, &mut self.rows);
+        }
         stats.pending_keys.add((pending.len() - before) as i64);
         Ok(())
     }

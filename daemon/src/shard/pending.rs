@@ -24,8 +24,9 @@
 
 use super::rows::RowCache;
 use super::write_back::{Landed, Run, Writer};
-use crate::storage::StorageError;
+use crate::storage::{merge, StorageError};
 use bytes::Bytes;
+use hashbrown::HashTable;
 use rush_protocol::SLOTS;
 use std::sync::Arc;
 
@@ -48,6 +49,19 @@ pub struct Pending {
     /// A commit's writes with their row-cache hashes, so that rows can be
     /// prefetched ahead of their writes (kept between commits).
     absorbing: Vec<(Vec<u8>, Option<Bytes>, u64)>,
+    /// The open run's merge writes (row-cache hash, offset): keys no row
+    /// holds, with an operand to add to what RocksDB has ([`Pending::merge`]).
+    merges: HashTable<(u64, u32)>,
+    /// The same for the run in flight.
+    frozen_merges: HashTable<(u64, u32)>,
+}
+
+/// Where a key's merge operands are ([`Pending::merges_of`]).
+pub struct Merges<'a> {
+    /// The run in flight holds one: RocksDB may or may not have it yet.
+    pub in_flight: bool,
+    /// The open run's operand.
+    pub open: Option<&'a [u8]>,
 }
 
 /// How many writes ahead of the one being placed [`Pending::absorb`] has
@@ -66,6 +80,8 @@ impl Pending {
             written_back: through,
             frozen: None,
             absorbing: Vec::new(),
+            merges: HashTable::new(),
+            frozen_merges: HashTable::new(),
         }
     }
 
@@ -147,6 +163,9 @@ impl Pending {
             .into_iter()
             .chain(std::iter::once(&self.open))
             .flat_map(move |run| (first..=last).flat_map(move |slot| run.slot(slot)))
+            // (Operands are not values: merged keys, link statistics, are
+            // read by key, never scanned.)
+            .filter(|w| !w.merge)
             .map(|w| (w.key, w.value))
             .filter(move |(k, _)| *k >= from && *k < to)
     }
@@ -190,11 +209,83 @@ impl Pending {
     }
 
     fn add(&mut self, hash: u64, key: &[u8], value: Option<Bytes>, rows: &mut RowCache) {
+        // A write of the key replaces operands the run held for it.
+        if !self.merges.is_empty() {
+            let open = &self.open;
+            if let Ok(e) = self.merges.find_entry(hash, |&(h, at)| {
+                h == hash && open.at(at as usize).key == key
+            }) {
+                let ((_, at), _) = e.remove();
+                self.open.kill(at);
+            }
+        }
         let run = &mut self.open;
         rows.write(hash, key, value, run.id, |key, value, held| match held {
             Some(at) => run.replace(at, key, value),
             None => run.append(key, value),
         });
+    }
+
+    /// Add `operand` to `key` without reading it (`storage::merge`): on the
+    /// row when the row cache holds the key (the key is then written whole,
+    /// as any write), else as a merge write of the open run, combined with
+    /// the one it may hold already. Like [`Pending::absorb`], for the
+    /// operands of a committed log record.
+    pub fn merge(&mut self, key: &[u8], operand: &[u8], rows: &mut RowCache) {
+        let hash = rows.hash(key);
+        if let Some(base) = rows.peek(hash, key) {
+            let whole = merge::merge(base.as_deref(), operand);
+            self.add(hash, key, Some(Bytes::from(whole)), rows);
+            return;
+        }
+        let open = &mut self.open;
+        match self.merges.find_entry(hash, |&(h, at)| {
+            h == hash && open.at(at as usize).key == key
+        }) {
+            Ok(mut e) => {
+                let at = e.get().1;
+                let combined = merge::merge(open.at(at as usize).value, operand);
+                e.get_mut().1 = open.replace_merge(at, key, &combined);
+            }
+            Err(_) => {
+                let at = open.append_merge(key, operand);
+                self.merges.insert_unique(hash, (hash, at), |&(h, _)| h);
+            }
+        }
+    }
+
+    /// Does any run hold merge writes? (Until one lands, a read that misses
+    /// the row cache asks [`Pending::merges_of`] its key.)
+    pub fn holds_merges(&self) -> bool {
+        !(self.merges.is_empty() && self.frozen_merges.is_empty())
+    }
+
+    /// The merge writes held for `key` (`hash`: its row-cache hash).
+    pub fn merges_of(&self, key: &[u8], hash: u64) -> Merges<'_> {
+        let find = |table: &HashTable<(u64, u32)>, run: &'_ Run| {
+            table
+                .find(hash, |&(h, at)| h == hash && run.at(at as usize).key == key)
+                .map(|&(_, at)| at)
+        };
+        Merges {
+            in_flight: self
+                .frozen
+                .as_deref()
+                .is_some_and(|run| find(&self.frozen_merges, run).is_some()),
+            open: find(&self.merges, &self.open).and_then(|at| self.open.at(at as usize).value),
+        }
+    }
+
+    /// Wait for the run in flight to land (see [`Pending::landed`]).
+    pub fn wait_in_flight(
+        &mut self,
+        writer: &Writer,
+        rows: &mut RowCache,
+    ) -> Result<usize, StorageError> {
+        if self.frozen.is_none() {
+            return Ok(0);
+        }
+        self.landed(writer.wait_landed(), writer, rows)
     }
 
     /// Hand what is pending to `writer` as a run. False when there was
@@ -207,6 +298,8 @@ impl Pending {
         // regrowing from empty.
         let next = writer.spare(self.open.id + 1, self.open.bytes());
         let mut run = std::mem::replace(&mut self.open, next);
+        std::mem::swap(&mut self.merges, &mut self.frozen_merges);
+        self.merges.clear();
         run.through = self.through;
         run.waited_for = waited_for;
         let run = Arc::new(run);
@@ -227,6 +320,7 @@ impl Pending {
         let Some(run) = self.frozen.take() else {
             return Ok(0);
         };
+        self.frozen_merges.clear();
         match landed.result {
             Ok(()) => {
                 self.written_back = self.written_back.max(landed.through);
@@ -236,14 +330,42 @@ impl Pending {
             }
             Err(e) => {
                 let open = &mut self.open;
-                for w in run.writes() {
+                for w in run.writes().filter(|w| !w.merge) {
                     // Unless the open run wrote the key since (its value is
                     // newer), the row still holds this one: it joins the
                     // open run.
                     rows.requeue(w.key, w.value, open.id, || open.append(w.key, w.value));
                 }
+                for w in run.writes().filter(|w| w.merge) {
+                    self.requeue_merge(w.key, w.value.unwrap_or_default(), rows);
+                }
                 writer.free(run);
                 Err(e)
+            }
+        }
+    }
+
+    /// A merge write of a run that failed to land, back in the open run,
+    /// before what came since: dropped if the key was written since, added
+    /// under the open run's operand if it has one.
+    fn requeue_merge(&mut self, key: &[u8], operand: &[u8], rows: &mut RowCache) {
+        let hash = rows.hash(key);
+        if rows.held_by(hash, key, self.open.id).is_some() {
+            return;
+        }
+        let open = &mut self.open;
+        match self.merges.find_entry(hash, |&(h, at)| {
+            h == hash && open.at(at as usize).key == key
+        }) {
+            Ok(mut e) => {
+                let at = e.get().1;
+                let newer = open.at(at as usize).value.unwrap_or_default();
+                let combined = merge::merge(Some(operand), newer);
+                e.get_mut().1 = open.replace_merge(at, key, &combined);
+            }
+            Err(_) => {
+                let at = open.append_merge(key, operand);
+                self.merges.insert_unique(hash, (hash, at), |&(h, _)| h);
             }
         }
     }
@@ -417,6 +539,125 @@ mod tests {
                 let stored = storage.get(0, k).unwrap().map(|v| v.to_vec());
                 assert_eq!(&stored, v, "cap {cap}: RocksDB holds the newest {k:?}");
             }
+        }
+    }
+
+    /// A link's visit statistics as stored: `total` visits on day 1.
+    fn stats(total: u64) -> Vec<u8> {
+        use crate::storage::{keys::kind, value};
+        let s = crate::links::record::Stats {
+            total,
+            last_visit: 0,
+            days: vec![(1, total)],
+        };
+        value::encode(kind::LINK_STATS, 0, &s.encode())
+    }
+
+    /// Operands merged into keys without reading them: a read sees RocksDB's
+    /// value with every operand held (the group's own, the open run's, one
+    /// in flight, one that failed to land), a write of the key replaces
+    /// them, a key the row cache holds takes them on its row, and what
+    /// lands in RocksDB is the sum of everything merged, once.
+    #[test]
+    fn merged_operands_are_read_written_back_and_requeued_once() {
+        use crate::shard::txn::Txn;
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Arc::new(Storage::open_small(dir.path(), Default::default()));
+        let poll = mio::Poll::new().unwrap();
+        let (wake, _mailbox) = super::super::mailbox::mailbox(0, &poll, mio::Token(0), 16).unwrap();
+        // The second run fails, as a full disk would fail it.
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let writer = Arc::new({
+            let (storage, attempts) = (storage.clone(), attempts.clone());
+            Writer::start_with(0, wake, move |run| {
+                if attempts.fetch_add(1, Ordering::SeqCst) == 1 {
+                    return Err(StorageError::Io(std::io::Error::other("disk full")));
+                }
+                super::super::write_back::write(&storage, 0, run)
+            })
+            .unwrap()
+        });
+        // Stored already: 10 visits of "a" and 1 of "cached".
+        let mut batch = crate::storage::WriteBatch::default();
+        batch.put_cf(storage.cf(0), key("a"), stats(10));
+        batch.put_cf(storage.cf(0), key("cached"), stats(1));
+        storage.write(batch, false).unwrap();
+
+        let mut state = (RowCache::new(1 << 20, 1 << 20), Pending::new(1 << 20, 0));
+        // One group, committed as a shard commits it (log record `seq`).
+        let group = |state: &mut (RowCache, Pending), seq: u64, f: &mut dyn FnMut(&mut Txn)| {
+            let (rows, pending) =
+                std::mem::replace(state, (RowCache::new(0, 0), Pending::new(1 << 20, 0)));
+            let mut txn = Txn::new(&storage, 0)
+                .with_rows(rows)
+                .with_pending(Some(pending), Some(writer.clone()));
+            f(&mut txn);
+            txn.finish_request(true);
+            let mut finished = txn.finish();
+            let (mut rows, mut pending) = (finished.rows.unwrap(), finished.pending.unwrap());
+            pending.absorb(finished.applied.drain(), seq, &mut rows);
+            for (k, operand) in finished.merges.drain() {
+                pending.merge(&k, &operand, &mut rows);
+            }
+            *state = (rows, pending);
+        };
+        let read = |txn: &Txn, k: &str| txn.get(&key(k)).unwrap().map(|v| v.to_vec());
+        group(&mut state, 1, &mut |txn| {
+            assert_eq!(read(txn, "cached"), Some(stats(1)), "now in the row cache");
+            txn.merge(key("a"), &stats(2));
+            txn.merge(key("a"), &stats(3));
+            txn.merge(key("b"), &stats(4));
+            txn.merge(key("cached"), &stats(5));
+            txn.merge(key("gone"), &stats(6));
+            txn.merge(key("b2"), &stats(7));
+            assert_eq!(read(txn, "b2"), Some(stats(7)), "the group's own operand");
+        });
+        assert_eq!(state.1.len(), 5);
+        group(&mut state, 2, &mut |txn| {
+            assert_eq!(read(txn, "a"), Some(stats(15)));
+            assert_eq!(read(txn, "b"), Some(stats(4)));
+            assert_eq!(read(txn, "cached"), Some(stats(6)));
+            txn.delete(key("gone"));
+        });
+        let (rows, pending) = &mut state;
+        assert!(
+            rows.get(&key("a")).is_none(),
+            "a value RocksDB lacks isn't cached"
+        );
+        assert_eq!(pending.len(), 5, "a write of gone replaced its operand");
+        assert!(pending.freeze(&writer, false));
+        group(&mut state, 3, &mut |txn| txn.merge(key("a"), &stats(100)));
+        group(&mut state, 4, &mut |txn| {
+            // (The run in flight holds an operand of a: its landing is
+            // waited for.)
+            assert_eq!(read(txn, "a"), Some(stats(115)));
+            assert_eq!(read(txn, "gone"), None);
+        });
+        let (rows, pending) = &mut state;
+        assert_eq!(pending.written_back(), 2);
+        assert!(!pending.in_flight());
+        let stored = |k: &str| storage.get(0, &key(k)).unwrap().map(|v| v.to_vec());
+        assert_eq!(stored("a"), Some(stats(15)));
+        // The next run fails to land: its operand comes back, under a newer one.
+        assert!(pending.freeze(&writer, false));
+        assert!(pending.landed(writer.wait_landed(), &writer, rows).is_err());
+        group(&mut state, 5, &mut |txn| txn.merge(key("a"), &stats(1000)));
+        group(&mut state, 6, &mut |txn| {
+            assert_eq!(read(txn, "a"), Some(stats(1115)));
+        });
+        let (rows, pending) = &mut state;
+        pending.settle(&writer, rows).unwrap();
+        assert_eq!(attempts.load(Ordering::SeqCst), 3);
+        assert_eq!(pending.written_back(), 6);
+        let expected = [
+            ("a", Some(stats(1115))),
+            ("b", Some(stats(4))),
+            ("b2", Some(stats(7))),
+            ("cached", Some(stats(6))),
+            ("gone", None),
+        ];
+        for (k, v) in expected {
+            assert_eq!(stored(k), v, "RocksDB's {k}");
         }
     }
 }

@@ -240,6 +240,14 @@ impl RowCache {
         Some(value)
     }
 
+    /// What the row of `key` (`hash`: its hash) holds, if there is one,
+    /// without counting a hit or a miss or moving the row.
+    pub fn peek(&self, hash: u64, key: &[u8]) -> Option<Option<Bytes>> {
+        self.rows
+            .find(hash, |(k, _)| k.as_slice() == key)
+            .map(|(_, row)| row.value.clone())
+    }
+
     /// Where run `run` holds `key`'s write, if it does (the row is read:
     /// call it once [`RowCache::prefetch_row`] has brought it in).
     #[inline]

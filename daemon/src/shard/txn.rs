@@ -15,6 +15,7 @@
 use super::pending::Pending;
 use super::rows::RowCache;
 use super::write_back::Writer;
+use crate::storage::merge::merge;
 use crate::storage::{Storage, StorageError, WriteBatch};
 use bytes::Bytes;
 use hashbrown::HashMap;
@@ -36,6 +37,9 @@ pub struct Txn<'s> {
     ranges: Vec<(Vec<u8>, Vec<u8>)>,
     /// Meta records the group writes (`None`: removes), in order.
     meta: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Operands added to keys no request of the group wrote
+    /// ([`Txn::merge`]), one combined operand per key.
+    merges: HashMap<Vec<u8>, Vec<u8>>,
     /// Writes of the request being applied, in order.
     staged: Vec<(Vec<u8>, Option<Bytes>)>,
     staged_ranges: Vec<(Vec<u8>, Vec<u8>)>,
@@ -90,6 +94,7 @@ pub struct Finished {
     pub applied: HashMap<Vec<u8>, Option<Bytes>>,
     pub ranges: Vec<(Vec<u8>, Vec<u8>)>,
     pub meta: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    pub merges: HashMap<Vec<u8>, Vec<u8>>,
     pub rows: Option<RowCache>,
     pub pending: Option<Pending>,
     pub ahead: ReadAhead,
@@ -119,6 +124,9 @@ impl Finished {
                 None => batch.delete_cf(cf, k),
             }
         }
+        for (k, operand) in &self.merges {
+            batch.merge_cf(cf, k, operand);
+        }
         for (k, v) in &self.meta {
             match v {
                 Some(v) => storage.batch_meta_put(&mut batch, k, v),
@@ -140,6 +148,10 @@ impl Finished {
                 rows.insert(&k, v);
             }
         }
+        // What RocksDB now makes of a merged key is read when asked for.
+        for (k, _) in self.merges.drain() {
+            rows.remove(&k);
+        }
     }
 }
 
@@ -151,6 +163,7 @@ impl<'s> Txn<'s> {
             applied: HashMap::new(),
             ranges: Vec::new(),
             meta: Vec::new(),
+            merges: HashMap::new(),
             staged: Vec::new(),
             staged_ranges: Vec::new(),
             staged_sync: false,
@@ -263,8 +276,15 @@ impl<'s> Txn<'s> {
             return false;
         }
         let mut lacking: smallvec::SmallVec<[&[u8]; 16]> = smallvec::SmallVec::new();
+        let pending = self.pending.as_ref().map(RefCell::borrow);
+        let merged = |k: &[u8], h: u64| {
+            pending.as_ref().is_some_and(|p| {
+                let m = p.merges_of(k, h);
+                m.in_flight || m.open.is_some()
+            })
+        };
         for (k, h) in ahead.iter() {
-            if !rows.holds(h, k) && !lacking.contains(&k) {
+            if !rows.holds(h, k) && !lacking.contains(&k) && !merged(k, h) {
                 lacking.push(k);
             }
         }
@@ -299,6 +319,16 @@ impl<'s> Txn<'s> {
         if let Some(v) = self.applied.get(key) {
             return Ok(v.clone());
         }
+        if let Some(operand) = self.merges.get(key) {
+            let base = self.get_committed(key)?;
+            return Ok(Some(merge(base.as_deref(), operand).into()));
+        }
+        self.get_committed(key)
+    }
+
+    /// A key as the group's commit finds it: in the row cache (pending
+    /// writes included) or in RocksDB.
+    fn get_committed(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
         // Pending writes are the row cache's dirty rows.
         if let Some(rows) = &self.rows {
             if let Some(v) = rows.borrow_mut().get(key) {
@@ -310,6 +340,13 @@ impl<'s> Txn<'s> {
                 }
             }
         }
+        if self
+            .pending
+            .as_ref()
+            .is_some_and(|p| p.borrow().holds_merges())
+        {
+            return self.get_merged(key);
+        }
         let v = self
             .storage
             .get(self.shard, key)?
@@ -318,6 +355,42 @@ impl<'s> Txn<'s> {
             rows.borrow_mut().insert(key, v.clone());
         }
         Ok(v)
+    }
+
+    /// [`Txn::get`] of a key the row cache lacks while runs hold merge
+    /// writes: RocksDB's value with the operands it doesn't have yet (the
+    /// run in flight is waited for when it holds one: until its landing is
+    /// seen, RocksDB may or may not hold it). A value with an operand of
+    /// the open run added is not cached: RocksDB doesn't hold it.
+    #[cold]
+    #[inline(never)]
+    fn get_merged(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
+        let (Some(pending), Some(rows)) = (&self.pending, &self.rows) else {
+            unreachable!("merge writes are held with pending writes and rows");
+        };
+        let hash = rows.borrow().hash(key);
+        if pending.borrow().merges_of(key, hash).in_flight {
+            if let Some(writer) = &self.writer {
+                let mut pending = pending.borrow_mut();
+                let before = pending.len();
+                let landed = pending.wait_in_flight(writer, &mut rows.borrow_mut());
+                self.storage
+                    .stats
+                    .pending_keys
+                    .sub(before.saturating_sub(pending.len()) as i64);
+                landed?;
+            }
+        }
+        let stored = self.storage.get(self.shard, key)?;
+        let pending = pending.borrow();
+        match pending.merges_of(key, hash).open {
+            Some(operand) => Ok(Some(merge(stored.as_deref(), operand).into())),
+            None => {
+                let v = stored.map(|v| Bytes::copy_from_slice(&v));
+                rows.borrow_mut().insert(key, v.clone());
+                Ok(v)
+            }
+        }
     }
 
     /// Make RocksDB hold every committed write in `[from, to)`, so that a
@@ -439,6 +512,36 @@ impl<'s> Txn<'s> {
         self.staged.push((key, Some(value.into())));
     }
 
+    /// Add `operand` to `key` without reading it (`storage::merge`): logged
+    /// and committed with the group like a write, written to RocksDB as a
+    /// merge operand. Over a write of the key by this group, it goes on
+    /// that write (and shares the fate of its request); otherwise it is
+    /// the group's, whatever becomes of the current request (for counts
+    /// kept outside requests: link visits).
+    pub fn merge(&mut self, key: Vec<u8>, operand: &[u8]) {
+        if let Some((_, v)) = self.staged.iter().rev().find(|(k, _)| *k == key) {
+            let whole = merge(v.as_deref(), operand);
+            self.staged.push((key, Some(whole.into())));
+            return;
+        }
+        if let Some(v) = self.applied.get(&key) {
+            let whole = merge(v.as_deref(), operand);
+            self.applied.insert(key, Some(whole.into()));
+            self.has_writes = true;
+            return;
+        }
+        match self.merges.entry(key) {
+            hashbrown::hash_map::Entry::Occupied(mut e) => {
+                let combined = merge(Some(e.get()), operand);
+                *e.get_mut() = combined;
+            }
+            hashbrown::hash_map::Entry::Vacant(e) => {
+                e.insert(operand.to_vec());
+            }
+        }
+        self.has_writes = true;
+    }
+
     pub fn delete(&mut self, key: Vec<u8>) {
         self.staged.push((key, None));
     }
@@ -486,13 +589,19 @@ impl<'s> Txn<'s> {
         if wrote {
             for (from, to) in self.staged_ranges.drain(..) {
                 // An earlier write inside the range is deleted by it.
-                self.applied.retain(|k, _| {
+                let outside = |k: &Vec<u8>| {
                     !(k.as_slice() >= from.as_slice() && k.as_slice() < to.as_slice())
-                });
+                };
+                self.applied.retain(|k, _| outside(k));
+                self.merges.retain(|k, _| outside(k));
                 self.ranges.push((from, to));
                 self.ranges_deleted = true;
             }
             for (k, v) in self.staged.drain(..) {
+                if !self.merges.is_empty() {
+                    // Written after it: what was added is overwritten.
+                    self.merges.remove(&k);
+                }
                 self.applied.insert(k, v);
             }
             self.sync |= self.staged_sync;
@@ -525,6 +634,7 @@ impl<'s> Txn<'s> {
             applied: self.applied,
             ranges: self.ranges,
             meta: self.meta,
+            merges: self.merges,
             rows: self.rows.map(RefCell::into_inner),
             pending: self.pending.map(RefCell::into_inner),
             ahead: self.ahead.into_inner(),

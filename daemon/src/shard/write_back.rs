@@ -10,7 +10,7 @@
 //! hundred thousand keys and values) is also its work, not the shard's.
 
 use super::mailbox::ShardHandle;
-use crate::storage::{Storage, StorageError};
+use crate::storage::{Op, Storage, StorageError};
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,6 +26,8 @@ const HEADER: usize = 15;
 const DEAD: u8 = 1;
 /// Flag: the write deletes its key (no value).
 const DELETE: u8 = 2;
+/// Flag: the value is an operand to merge into the key (`storage::merge`).
+const MERGE: u8 = 4;
 
 /// Pending writes on their way to RocksDB, read-only once frozen.
 ///
@@ -36,7 +38,9 @@ const DELETE: u8 = 2;
 /// row cache, cost an allocation and a free per write and a cache miss per
 /// write when written back: bench/results/NOTES.md.) A key is written once
 /// per run: a newer write of it replaces its value in place when the
-/// length is the same, and otherwise marks it dead and is appended.
+/// length is the same, and otherwise marks it dead and is appended. A
+/// write is a value, a deletion, or an operand to merge into what RocksDB
+/// holds (`Pending::merge`): an SST file takes one entry per key.
 pub struct Run {
     /// Runs are numbered from 1 in the order they are frozen.
     pub id: u32,
@@ -60,9 +64,22 @@ pub struct RunWrite<'a> {
     pub key: &'a [u8],
     /// `None`: deleted.
     pub value: Option<&'a [u8]>,
+    /// The value is an operand to merge into the key, not the key's value.
+    pub merge: bool,
     slot: u16,
     previous: u32,
     dead: bool,
+}
+
+impl<'a> RunWrite<'a> {
+    /// What writing it back does.
+    pub fn op(&self) -> Op<'a> {
+        match (self.value, self.merge) {
+            (None, _) => Op::Delete,
+            (Some(v), false) => Op::Put(v),
+            (Some(v), true) => Op::Merge(v),
+        }
+    }
 }
 
 impl Run {
@@ -104,10 +121,19 @@ impl Run {
 
     /// Add a write of a key the run doesn't write yet; returns where it is.
     pub fn append(&mut self, key: &[u8], value: Option<&[u8]>) -> u32 {
+        let flags = if value.is_none() { DELETE } else { 0 };
+        self.push(key, value.unwrap_or_default(), flags)
+    }
+
+    /// Add an operand to merge into a key the run doesn't write yet;
+    /// returns where it is.
+    pub fn append_merge(&mut self, key: &[u8], operand: &[u8]) -> u32 {
+        self.push(key, operand, MERGE)
+    }
+
+    fn push(&mut self, key: &[u8], value: &[u8], flags: u8) -> u32 {
         let slot = super::pending::slot_of(key);
         let at = self.data.len();
-        let flags = if value.is_none() { DELETE } else { 0 };
-        let value = value.unwrap_or_default();
         self.data.extend_from_slice(&self.heads[slot].to_le_bytes());
         self.data.extend_from_slice(&(slot as u16).to_le_bytes());
         self.data.push(flags);
@@ -130,7 +156,7 @@ impl Run {
     /// is.
     pub fn replace(&mut self, at: u32, key: &[u8], value: Option<&[u8]>) -> u32 {
         let w = self.at(at as usize);
-        let (key_len, old_len, slot) = (w.key.len(), w.value.map_or(0, <[u8]>::len), w.slot);
+        let (key_len, old_len) = (w.key.len(), w.value.map_or(0, <[u8]>::len));
         let start = at as usize + HEADER + key_len;
         if let Some(v) = value.filter(|v| v.len() == old_len) {
             self.data[at as usize + 6] = 0;
@@ -141,10 +167,30 @@ impl Run {
             self.data[at as usize + 6] = DELETE;
             return at;
         }
+        self.kill(at);
+        self.append(key, value)
+    }
+
+    /// A new operand, `operand`, for the merge write of `key` at `at`
+    /// (what it held merged with what came since): in place when it is as
+    /// long, else appended. Returns where it is.
+    pub fn replace_merge(&mut self, at: u32, key: &[u8], operand: &[u8]) -> u32 {
+        let w = self.at(at as usize);
+        let start = at as usize + HEADER + w.key.len();
+        if w.value.map_or(0, <[u8]>::len) == operand.len() {
+            self.data[start..start + operand.len()].copy_from_slice(operand);
+            return at;
+        }
+        self.kill(at);
+        self.append_merge(key, operand)
+    }
+
+    /// The write at `at` no longer counts (a newer one of its key does).
+    pub fn kill(&mut self, at: u32) {
+        let slot = self.at(at as usize).slot;
         self.data[at as usize + 6] |= DEAD;
         self.counts[usize::from(slot)] -= 1;
         self.keys -= 1;
-        self.append(key, value)
     }
 
     /// Start loading the write at offset `at` from memory.
@@ -164,6 +210,7 @@ impl Run {
         RunWrite {
             key,
             value: (flags & DELETE == 0).then_some(value),
+            merge: flags & MERGE != 0,
             slot: u16::from_le_bytes([d[4], d[5]]),
             previous: u32_at(0),
             dead: flags & DEAD != 0,
@@ -362,10 +409,10 @@ pub(super) fn write(storage: &Storage, shard: usize, run: &Run) -> Result<(), St
         next.push(total);
         total += n as usize;
     }
-    let mut sorted: Vec<(&[u8], Option<&[u8]>)> = vec![(&[], None); total];
+    let mut sorted: Vec<(&[u8], Op)> = vec![(&[], Op::Delete); total];
     for w in run.writes() {
         let at = &mut next[usize::from(w.slot)];
-        sorted[*at] = (w.key, w.value);
+        sorted[*at] = (w.key, w.op());
         *at += 1;
     }
     let mut start = 0;
@@ -381,9 +428,9 @@ pub(super) fn write(storage: &Storage, shard: usize, run: &Run) -> Result<(), St
     // overlap (the first touch of each key, in the SST writer's order
     // check, was a third of this thread's time: bench/results/NOTES.md).
     let ahead = |i: usize| {
-        if let Some(&(k, v)) = sorted.get(i + WRITE_AHEAD) {
+        if let Some(&(k, op)) = sorted.get(i + WRITE_AHEAD) {
             super::rows::prefetch(k.as_ptr());
-            if let Some(v) = v {
+            if let Op::Put(v) | Op::Merge(v) = op {
                 super::rows::prefetch(v.as_ptr());
             }
         }

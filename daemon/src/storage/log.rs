@@ -17,8 +17,8 @@
 //! u32 LE  length of what follows the checksum (seq + entries)
 //! u32 LE  CRC-32C of those bytes
 //! u64 LE  seq (1, 2, 3…: one per pass, in commit order)
-//! entry*  u8 op (1 put, 2 delete) | u32 LE key length | key
-//!         | (put) u32 LE value length | value
+//! entry*  u8 op (1 put, 2 delete, 3 merge) | u32 LE key length | key
+//!         | (put, merge) u32 LE value length | value
 //! ```
 //!
 //! A segment is only appended to. A new one starts when the pending writes
@@ -44,6 +44,8 @@ pub const LOG_DIR: &str = "rush-log";
 
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
+/// An operand for RocksDB's merge operator (`storage::merge`).
+const OP_MERGE: u8 = 3;
 /// Length and checksum.
 const FRAME: usize = 8;
 /// A record's seq.
@@ -63,6 +65,8 @@ pub fn shard_dir(data: &Path, i: usize) -> PathBuf {
 pub enum Entry<'a> {
     Put(&'a [u8], &'a [u8]),
     Delete(&'a [u8]),
+    /// An operand to merge into the key (`storage::merge`).
+    Merge(&'a [u8], &'a [u8]),
 }
 
 /// What went wrong reading a log.
@@ -139,8 +143,17 @@ impl ShardLog {
     }
 
     pub fn put(&mut self, key: &[u8], value: &[u8]) {
+        self.with_value(OP_PUT, key, value);
+    }
+
+    /// An operand to merge into `key` (`storage::merge`).
+    pub fn merge(&mut self, key: &[u8], operand: &[u8]) {
+        self.with_value(OP_MERGE, key, operand);
+    }
+
+    fn with_value(&mut self, op: u8, key: &[u8], value: &[u8]) {
         self.buf.reserve(9 + key.len() + value.len());
-        self.buf.push(OP_PUT);
+        self.buf.push(op);
         self.buf
             .extend_from_slice(&(key.len() as u32).to_le_bytes());
         self.buf.extend_from_slice(key);
@@ -441,6 +454,9 @@ impl<'a> Iterator for Entries<'a> {
                 .len_prefixed()
                 .and_then(|k| Ok(Entry::Put(k, self.len_prefixed()?))),
             OP_DELETE => self.len_prefixed().map(Entry::Delete),
+            OP_MERGE => self
+                .len_prefixed()
+                .and_then(|k| Ok(Entry::Merge(k, self.len_prefixed()?))),
             _ => Err(()),
         };
         if entry.is_err() {
@@ -463,6 +479,7 @@ mod tests {
                 .map(|e| match e.expect("checked") {
                     Entry::Put(k, v) => (k.to_vec(), Some(v.to_vec())),
                     Entry::Delete(k) => (k.to_vec(), None),
+                    Entry::Merge(k, v) => (k.to_vec(), Some([b"merge ", v].concat())),
                 })
                 .collect();
             out.push((seq, list));
@@ -475,6 +492,7 @@ mod tests {
         log.begin();
         log.put(&[n], &[n; 3]);
         log.delete(&[n, n]);
+        log.merge(&[n, n, n], &[n]);
         log.commit(true).unwrap()
     }
 
@@ -489,7 +507,14 @@ mod tests {
         assert_eq!(all.len(), 3);
         assert_eq!(
             all[2],
-            (3, vec![(vec![3], Some(vec![3; 3])), (vec![3, 3], None)])
+            (
+                3,
+                vec![
+                    (vec![3], Some(vec![3; 3])),
+                    (vec![3, 3], None),
+                    (vec![3; 3], Some(b"merge \x03".to_vec()))
+                ]
+            )
         );
         assert_eq!(
             read_all(dir.path(), 2).unwrap().len(),

@@ -15,6 +15,7 @@
 
 mod layout;
 pub mod log;
+pub mod merge;
 mod ttl;
 
 pub mod keys;
@@ -67,6 +68,15 @@ pub enum StorageError {
     Log(#[from] log::LogError),
     #[error("shard log: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// One write of a run written back ([`Storage::write_back`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op<'a> {
+    Put(&'a [u8]),
+    Delete,
+    /// An operand for the merge operator (`storage::merge`).
+    Merge(&'a [u8]),
 }
 
 /// Counters the metrics endpoint reads (per shard: every shard counts on
@@ -214,6 +224,9 @@ impl Storage {
             o.set_memtable_prefix_bloom_ratio(0.1);
             o.set_memtable_whole_key_filtering(true);
             o.set_compression_type(rocksdb::DBCompressionType::Lz4);
+            // Visit statistics are added to without being read
+            // (`storage::merge`).
+            o.set_merge_operator_associative(merge::NAME, merge::rocksdb_merge);
             o.set_compaction_filter_factory(TtlFilterFactory {
                 clock: clock.clone(),
                 db: filter_db.clone(),
@@ -336,17 +349,18 @@ impl Storage {
     pub fn write_back<'a>(
         &self,
         shard: usize,
-        run: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+        run: impl Iterator<Item = (&'a [u8], Op<'a>)>,
         through: u64,
         through_wal: bool,
     ) -> Result<(), StorageError> {
         let cf = self.cf(shard);
         let mut batch = WriteBatch::with_capacity_bytes(WRITE_BACK_CHUNK + (64 << 10));
         if through_wal {
-            for (k, v) in run {
-                match v {
-                    Some(v) => batch.put_cf(cf, k, v),
-                    None => batch.delete_cf(cf, k),
+            for (k, op) in run {
+                match op {
+                    Op::Put(v) => batch.put_cf(cf, k, v),
+                    Op::Delete => batch.delete_cf(cf, k),
+                    Op::Merge(v) => batch.merge_cf(cf, k, v),
                 }
                 if batch.size_in_bytes() >= WRITE_BACK_CHUNK {
                     let full = std::mem::replace(
@@ -372,7 +386,7 @@ impl Storage {
     fn ingest<'a>(
         &self,
         shard: usize,
-        run: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+        run: impl Iterator<Item = (&'a [u8], Op<'a>)>,
     ) -> Result<(), StorageError> {
         let mut run = run.peekable();
         if run.peek().is_none() {
@@ -381,10 +395,11 @@ impl Storage {
         let path = self.dir.join(INGEST_DIR).join(format!("shard-{shard}.sst"));
         let mut file = SstFileWriter::create(&self.sst_opts);
         self.counted(file.open(&path))?;
-        for (k, v) in run {
-            self.counted(match v {
-                Some(v) => file.put(k, v),
-                None => file.delete(k),
+        for (k, op) in run {
+            self.counted(match op {
+                Op::Put(v) => file.put(k, v),
+                Op::Delete => file.delete(k),
+                Op::Merge(v) => file.merge(k, v),
             })?;
         }
         // Synced here; moved (linked) by the ingestion, which syncs the
@@ -744,6 +759,7 @@ fn replay_logs(db: &DB, dir: &Path, sync: &WriteOptions) -> Result<(), StorageEr
                 match e {
                     Ok(log::Entry::Put(k, v)) => batch.put_cf(cf, k, v),
                     Ok(log::Entry::Delete(k)) => batch.delete_cf(cf, k),
+                    Ok(log::Entry::Merge(k, v)) => batch.merge_cf(cf, k, v),
                     Err(()) => unreachable!("records are checked whole before replay"),
                 }
             }
@@ -817,31 +833,38 @@ mod tests {
                 let storage = Storage::open_small(dir.path(), memtable);
                 // Older values: one flushed to an SST file, one in the
                 // memtable (through the WAL, as a waited-for run is).
-                let older: [(&[u8], Option<&[u8]>); 2] = [
-                    (&key(1, "flushed"), Some(b"old")),
-                    (&key(3, "x"), Some(b"1")),
+                let older: [(&[u8], Op); 3] = [
+                    (&key(1, "flushed"), Op::Put(b"old")),
+                    (&key(3, "x"), Op::Put(b"1")),
+                    (&key(5, "stats"), Op::Put(&stats(2, &[(7, 2)]))),
                 ];
                 storage.write_back(0, older.into_iter(), 1, true).unwrap();
                 storage.flush().unwrap();
-                let memtable_only: [(&[u8], Option<&[u8]>); 2] = [
-                    (&key(2, "in-memtable"), Some(b"old")),
-                    (&key(9, "kept"), Some(b"kept")),
+                let memtable_only: [(&[u8], Op); 3] = [
+                    (&key(2, "in-memtable"), Op::Put(b"old")),
+                    (&key(5, "stats"), Op::Merge(&stats(1, &[(8, 1)]))),
+                    (&key(9, "kept"), Op::Put(b"kept")),
                 ];
                 storage
                     .write_back(0, memtable_only.into_iter(), 2, true)
                     .unwrap();
 
-                let (a, b, c, d) = (
+                let (a, b, c, d, e, f) = (
                     key(1, "flushed"),
                     key(2, "in-memtable"),
                     key(3, "x"),
                     key(4, "new"),
+                    key(5, "stats"),
+                    key(6, "stats"),
                 );
-                let run: [(&[u8], Option<&[u8]>); 4] = [
-                    (&a, Some(b"new")),
-                    (&b, None),
-                    (&c, Some(b"2")),
-                    (&d, Some(b"fresh")),
+                let (added, alone) = (stats(4, &[(8, 4)]), stats(3, &[(9, 3)]));
+                let run: [(&[u8], Op); 6] = [
+                    (&a, Op::Put(b"new")),
+                    (&b, Op::Delete),
+                    (&c, Op::Put(b"2")),
+                    (&d, Op::Put(b"fresh")),
+                    (&e, Op::Merge(&added)),
+                    (&f, Op::Merge(&alone)),
                 ];
                 storage.write_back(0, run.into_iter(), 7, false).unwrap();
                 // Nothing to write: no file, the position still moves.
@@ -867,7 +890,32 @@ mod tests {
                 read(&storage, &key(9, "kept")).as_deref(),
                 Some(&b"kept"[..])
             );
+            // Operands through the WAL and in the ingested file add up
+            // over the stored value; one with nothing under it stands alone.
+            assert_eq!(
+                read(&storage, &key(5, "stats")),
+                Some(stats(7, &[(7, 2), (8, 5)])),
+                "{memtable:?}"
+            );
+            assert_eq!(read(&storage, &key(6, "stats")), Some(stats(3, &[(9, 3)])));
+            storage.flush().unwrap();
+            storage.compact(0);
+            assert_eq!(
+                read(&storage, &key(5, "stats")),
+                Some(stats(7, &[(7, 2), (8, 5)])),
+                "{memtable:?}: merged by a compaction"
+            );
         }
+    }
+
+    /// A link's visit statistics as stored: `total` visits over `days`.
+    fn stats(total: u64, days: &[(u32, u64)]) -> Vec<u8> {
+        let s = crate::links::record::Stats {
+            total,
+            last_visit: 0,
+            days: days.to_vec(),
+        };
+        value::encode(keys::kind::LINK_STATS, 0, &s.encode())
     }
 
     /// Every SST file's index and filter blocks are pinned in the block
@@ -883,7 +931,9 @@ mod tests {
         let mut keys: Vec<Vec<u8>> = (0..2000).map(|i| key(i % 64, &format!("k{i}"))).collect();
         keys.sort();
         let value = vec![b'v'; 200];
-        let run = keys.iter().map(|k| (k.as_slice(), Some(value.as_slice())));
+        let run = keys
+            .iter()
+            .map(|k| (k.as_slice(), Op::Put(value.as_slice())));
         storage.write_back(0, run, 1, false).unwrap();
         read(&storage, &keys[7]).expect("written");
         let pinned = storage.block_cache.get_pinned_usage();

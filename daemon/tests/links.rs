@@ -583,6 +583,75 @@ async fn wrapped_five_char_slot_recycles_only_dead_codes() {
     node.stop().await;
 }
 
+/// A flush of visit counts adds to each link's stored statistics without
+/// reading them (RocksDB merges what is added into what it holds), and the
+/// statistics read back whole: added over stored ones, over a link
+/// rewritten in between, with visits still in memory, and after a restart.
+/// (`shard::pending`'s tests cover operands still held for write-back.)
+#[tokio::test]
+async fn visit_counts_are_added_to_stored_statistics_without_reading_them() {
+    let mut node = TestNode::start().await;
+    let mut codes = Vec::new();
+    for i in 0..40 {
+        let url = format!("https://example.com/counted/{i}");
+        codes.push(node.client.shorten(&url).await.unwrap().code);
+    }
+    let visit = |c: &Client, codes: Vec<String>, times: usize| {
+        let c = c.clone();
+        async move {
+            for code in codes {
+                for _ in 0..times {
+                    c.resolve(code.clone()).await.unwrap();
+                }
+            }
+        }
+    };
+    // Stored statistics first; then, after a restart (nothing cached), more
+    // visits.
+    visit(&node.client, codes.clone(), 2).await;
+    node.running().write_back().await;
+    node.restart().await;
+    visit(&node.client, codes.clone(), 3).await;
+    let storage = node.running().storage().clone();
+    let reads = storage.stats.reads.get();
+    node.running().write_back().await;
+    assert_eq!(
+        storage.stats.reads.get(),
+        reads,
+        "the flush read no statistics"
+    );
+    drop(storage);
+    // Flushed again (the clock's advance runs the timers and writes
+    // back), one link rewritten after it, and visits still counted in
+    // memory.
+    visit(&node.client, codes[..10].to_vec(), 1).await;
+    node.client
+        .clock_advance(Duration::from_secs(10))
+        .await
+        .unwrap();
+    node.client
+        .link_update(LinkUpdate {
+            ttl_ms: Some(7 * DAY.as_millis() as u64),
+            ..LinkUpdate::new(codes[0].clone())
+        })
+        .await
+        .unwrap();
+    visit(&node.client, codes[..10].to_vec(), 1).await;
+    let expect = |i: usize| if i < 10 { 7 } else { 5 };
+    for (i, code) in codes.iter().enumerate() {
+        let info = node.client.link_info(code.clone()).await.unwrap();
+        assert_eq!(info.visits, expect(i), "{code}");
+    }
+    node.restart().await;
+    for (i, code) in codes.iter().enumerate() {
+        let info = node.client.link_info(code.clone()).await.unwrap();
+        assert_eq!(info.visits, expect(i), "{code} after a restart");
+        let today = (node.clock.now_ms() / 86_400_000) as u32;
+        assert_eq!(info.daily, vec![(today, expect(i))]);
+    }
+    node.stop().await;
+}
+
 #[tokio::test]
 async fn sliding_expiry_keeps_visited_links_alive() {
     let node = TestNode::start().await;

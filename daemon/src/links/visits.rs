@@ -2,11 +2,12 @@
 //!
 //! A resolve adds to an in-memory counter of its code; every
 //! `links.visits_flush_secs` (and at once when a slot freezes for a move,
-//! the shard stops or a tick is asked for) the shard's timer merges the
-//! counters into each link's stored statistics in one group commit, not
-//! synced. So a link costs one statistics write per interval, however often
-//! it is visited. What a crash may lose: the visits counted since the last
-//! flush (≤ `visits_flush_secs`) on a kill -9, plus unsynced WAL writes on a
+//! the shard stops or a tick is asked for) the shard's timer adds the
+//! counters to each link's stored statistics in one group commit, not
+//! synced, as merge operands (`storage::merge`): one write per link per
+//! interval however often it is visited, and no read of what is stored.
+//! What a crash may lose: the visits counted since the last flush
+//! (≤ `visits_flush_secs`) on a kill -9, plus unsynced log writes on a
 //! power loss. Reads (LINK_INFO) add what memory holds, so they are never
 //! behind.
 //! Link creation, update and delete are synced and lose nothing.
@@ -165,9 +166,14 @@ pub fn store_stats(slot: u16, code: &[u8], stats: &Stats, expires_at: u64, txn: 
     );
 }
 
+/// Add `p`'s visits to the stored statistics without reading them: a
+/// merge operand (`storage::merge`), so a flush costs no read per link.
 fn write(slot: u16, code: &[u8], p: &Pending, now: u64, txn: &mut Txn) -> Result<(), RushError> {
-    let mut stats = load_stats(slot, code, txn)?;
-    p.merge_into(&mut stats, day_of(now));
-    store_stats(slot, code, &stats, p.expires_at, txn);
+    let mut added = Stats::default();
+    p.merge_into(&mut added, day_of(now));
+    txn.merge(
+        keys::link_stats(slot, code),
+        &value::encode(kind::LINK_STATS, p.expires_at, &added.encode()),
+    );
     Ok(())
 }

@@ -417,6 +417,47 @@ mod tests {
         Some(Bytes::copy_from_slice(s.as_bytes()))
     }
 
+    /// A shard's storage and a write-back thread whose run number `fails`
+    /// (from 0) fails to land, as a full disk would fail it; the others are
+    /// written for real. `attempts` counts the runs it was handed.
+    struct FailingWriter {
+        _dir: tempfile::TempDir,
+        _poll: mio::Poll,
+        _mailbox: super::super::mailbox::Mailbox,
+        storage: Arc<Storage>,
+        writer: Arc<Writer>,
+        attempts: Arc<AtomicUsize>,
+    }
+
+    impl FailingWriter {
+        fn start(fails: usize) -> FailingWriter {
+            let dir = tempfile::tempdir().unwrap();
+            let storage = Arc::new(Storage::open_small(dir.path(), Default::default()));
+            let poll = mio::Poll::new().unwrap();
+            let (wake, mailbox) =
+                super::super::mailbox::mailbox(0, &poll, mio::Token(0), 16).unwrap();
+            let attempts = Arc::new(AtomicUsize::new(0));
+            let writer = Arc::new({
+                let (storage, attempts) = (storage.clone(), attempts.clone());
+                Writer::start_with(0, wake, move |run| {
+                    if attempts.fetch_add(1, Ordering::SeqCst) == fails {
+                        return Err(StorageError::Io(std::io::Error::other("disk full")));
+                    }
+                    super::super::write_back::write(&storage, 0, run)
+                })
+                .unwrap()
+            });
+            FailingWriter {
+                _dir: dir,
+                _poll: poll,
+                _mailbox: mailbox,
+                storage,
+                writer,
+                attempts,
+            }
+        }
+    }
+
     /// A commit longer than the prefetch distance (rows are fetched ahead
     /// of their writes) that rewrites keys the open run holds — in place,
     /// longer, or deleted: each key is one row and one live write of the
@@ -467,24 +508,11 @@ mod tests {
     #[test]
     fn a_run_that_fails_to_land_is_written_again() {
         for cap in [0, 1 << 20] {
-            let dir = tempfile::tempdir().unwrap();
-            let storage = Arc::new(Storage::open_small(dir.path(), Default::default()));
-            let poll = mio::Poll::new().unwrap();
-            let (wake, _mailbox) =
-                super::super::mailbox::mailbox(0, &poll, mio::Token(0), 16).unwrap();
             // The first run fails, as a full disk would fail it; later ones
             // are written for real.
-            let attempts = Arc::new(AtomicUsize::new(0));
-            let writer = {
-                let (storage, attempts) = (storage.clone(), attempts.clone());
-                Writer::start_with(0, wake, move |run| {
-                    if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
-                        return Err(StorageError::Io(std::io::Error::other("disk full")));
-                    }
-                    super::super::write_back::write(&storage, 0, run)
-                })
-                .unwrap()
-            };
+            let failing = FailingWriter::start(0);
+            let (storage, writer, attempts) =
+                (&failing.storage, &failing.writer, &failing.attempts);
             // An older value of the key the run deletes, in RocksDB already.
             let mut batch = crate::storage::WriteBatch::default();
             batch.put_cf(storage.cf(0), key("gone"), b"stale");
@@ -502,7 +530,7 @@ mod tests {
                 1,
                 &mut rows,
             );
-            assert!(pending.freeze(&writer, false));
+            assert!(pending.freeze(writer, false));
             // While that run is in flight, b is written again and c is new.
             pending.absorb(
                 writes(&[("b", value("b2")), ("c", value("c1"))]),
@@ -510,7 +538,7 @@ mod tests {
                 &mut rows,
             );
 
-            let failed = pending.landed(writer.wait_landed(), &writer, &mut rows);
+            let failed = pending.landed(writer.wait_landed(), writer, &mut rows);
             assert!(failed.is_err(), "cap {cap}: the failure is reported");
             assert_eq!(pending.written_back(), 0, "nothing counts as written back");
             for (k, v) in [("a", value("a1")), ("b", value("b2")), ("c", value("c1"))] {
@@ -531,7 +559,7 @@ mod tests {
             ];
             assert_eq!(open, expected, "cap {cap}");
 
-            assert_eq!(pending.settle(&writer, &mut rows).unwrap(), 4, "cap {cap}");
+            assert_eq!(pending.settle(writer, &mut rows).unwrap(), 4, "cap {cap}");
             assert_eq!(attempts.load(Ordering::SeqCst), 2);
             assert_eq!(pending.written_back(), 2, "cap {cap}");
             assert!(pending.is_empty());
@@ -561,22 +589,9 @@ mod tests {
     #[test]
     fn merged_operands_are_read_written_back_and_requeued_once() {
         use crate::shard::txn::Txn;
-        let dir = tempfile::tempdir().unwrap();
-        let storage = Arc::new(Storage::open_small(dir.path(), Default::default()));
-        let poll = mio::Poll::new().unwrap();
-        let (wake, _mailbox) = super::super::mailbox::mailbox(0, &poll, mio::Token(0), 16).unwrap();
         // The second run fails, as a full disk would fail it.
-        let attempts = Arc::new(AtomicUsize::new(0));
-        let writer = Arc::new({
-            let (storage, attempts) = (storage.clone(), attempts.clone());
-            Writer::start_with(0, wake, move |run| {
-                if attempts.fetch_add(1, Ordering::SeqCst) == 1 {
-                    return Err(StorageError::Io(std::io::Error::other("disk full")));
-                }
-                super::super::write_back::write(&storage, 0, run)
-            })
-            .unwrap()
-        });
+        let failing = FailingWriter::start(1);
+        let (storage, writer, attempts) = (&failing.storage, &failing.writer, &failing.attempts);
         // Stored already: 10 visits of "a" and 1 of "cached".
         let mut batch = crate::storage::WriteBatch::default();
         batch.put_cf(storage.cf(0), key("a"), stats(10));
@@ -588,7 +603,7 @@ mod tests {
         let group = |state: &mut (RowCache, Pending), seq: u64, f: &mut dyn FnMut(&mut Txn)| {
             let (rows, pending) =
                 std::mem::replace(state, (RowCache::new(0, 0), Pending::new(1 << 20, 0)));
-            let mut txn = Txn::new(&storage, 0)
+            let mut txn = Txn::new(storage, 0)
                 .with_rows(rows)
                 .with_pending(Some(pending), Some(writer.clone()));
             f(&mut txn);
@@ -625,7 +640,7 @@ mod tests {
             "a value RocksDB lacks isn't cached"
         );
         assert_eq!(pending.len(), 5, "a write of gone replaced its operand");
-        assert!(pending.freeze(&writer, false));
+        assert!(pending.freeze(writer, false));
         group(&mut state, 3, &mut |txn| txn.merge(key("a"), &stats(100)));
         group(&mut state, 4, &mut |txn| {
             // (The run in flight holds an operand of a: its landing is
@@ -639,14 +654,14 @@ mod tests {
         let stored = |k: &str| storage.get(0, &key(k)).unwrap().map(|v| v.to_vec());
         assert_eq!(stored("a"), Some(stats(15)));
         // The next run fails to land: its operand comes back, under a newer one.
-        assert!(pending.freeze(&writer, false));
-        assert!(pending.landed(writer.wait_landed(), &writer, rows).is_err());
+        assert!(pending.freeze(writer, false));
+        assert!(pending.landed(writer.wait_landed(), writer, rows).is_err());
         group(&mut state, 5, &mut |txn| txn.merge(key("a"), &stats(1000)));
         group(&mut state, 6, &mut |txn| {
             assert_eq!(read(txn, "a"), Some(stats(1115)));
         });
         let (rows, pending) = &mut state;
-        pending.settle(&writer, rows).unwrap();
+        pending.settle(writer, rows).unwrap();
         assert_eq!(attempts.load(Ordering::SeqCst), 3);
         assert_eq!(pending.written_back(), 6);
         let expected = [

@@ -9,10 +9,16 @@ impl Kv {
     /// Operations run in order and see earlier ones' writes (through the
     /// request's staged writes in [`Txn`]). The first failure is the answer,
     /// tagged with its index; the shard then drops every staged write.
-    pub(super) fn batch(&self, b: &Batch, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+    pub(super) fn batch(
+        &self,
+        b: &Batch,
+        routed: Option<u16>,
+        now: u64,
+        txn: &mut Txn,
+    ) -> Result<Reply, RushError> {
         let mut results = Vec::with_capacity(b.ops.len());
         for (i, op) in b.ops.iter().enumerate() {
-            match self.op(op, now, txn, true) {
+            match self.op(op, routed, now, txn, true) {
                 Ok(r) => results.push(r),
                 Err(mut e) => {
                     e.message = format!(

@@ -1,16 +1,21 @@
 //! INCRBY: add to a string read as an integer (missing is 0); the key keeps
 //! its TTL.
 
-use super::{parse_int, Entry, Kv};
+use super::{parse_int, storage_key, Entry, Kv};
 use crate::shard::txn::Txn;
-use crate::storage::keys;
 use rush_protocol::cmd::IncrBy;
 use rush_protocol::{Reply, RushError};
 
 impl Kv {
-    pub(super) fn incr_by(&self, r: &IncrBy, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+    pub(super) fn incr_by(
+        &self,
+        r: &IncrBy,
+        routed: Option<u16>,
+        now: u64,
+        txn: &mut Txn,
+    ) -> Result<Reply, RushError> {
         // The storage key is built once, for the read and the write.
-        let skey = keys::kv(rush_protocol::key_slot(&r.key), &r.key);
+        let skey = storage_key(routed, &r.key);
         let (current, expires_at) = match self.load_at(&skey, now, txn)? {
             Entry::Missing => (0, 0),
             Entry::String { expires_at, value } => (parse_int(&value)?, expires_at),

@@ -195,7 +195,7 @@ impl Kv {
 
     /// [`Kv::store_string`] at storage key `skey`.
     pub(crate) fn store_string_at(&self, skey: Vec<u8>, expires_at: u64, v: &[u8], txn: &mut Txn) {
-        txn.put(skey, value::encode(kind::STRING, expires_at, v));
+        txn.put(skey, value::encode_shared(kind::STRING, expires_at, v));
         self.mark_durable(txn);
     }
 

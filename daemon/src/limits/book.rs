@@ -15,6 +15,7 @@ use super::counter::{corrupt, storage_error, Counter};
 use crate::shard::txn::Txn;
 use crate::storage::keys::kind;
 use crate::storage::value::{self, Corrupt, Cursor, Stored};
+use bytes::Bytes;
 use rush_protocol::RushError;
 
 /// Live counts one user can hold under one policy (distinct items of its
@@ -132,7 +133,7 @@ impl Book {
     }
 
     /// The stored form; `None` when nothing counts (the key is deleted).
-    pub fn encode(&self) -> Option<Vec<u8>> {
+    pub fn encode(&self) -> Option<Bytes> {
         let expires_at = self.entries.iter().map(|e| e.expires_at).max()?;
         let mut p = Vec::with_capacity(2 + self.entries.len() * 48);
         p.extend_from_slice(&(self.entries.len() as u16).to_be_bytes());
@@ -146,7 +147,7 @@ impl Book {
             p.extend_from_slice(&(c.len() as u16).to_be_bytes());
             p.extend_from_slice(&c);
         }
-        Some(value::encode(kind::LIMIT_BOOK, expires_at, &p))
+        Some(value::encode_shared(kind::LIMIT_BOOK, expires_at, &p))
     }
 
     /// Stage the book at `key`: written, or deleted when nothing counts.
@@ -206,7 +207,7 @@ mod tests {
         b.set("r", "i", Counter::Empty.add(&day(0), 1), 100);
         let raw = b.encode().unwrap();
         assert!(Book::decode(&raw[..raw.len() - 1], 0).is_err());
-        let mut longer = raw.clone();
+        let mut longer = raw.to_vec();
         longer.push(0);
         assert!(Book::decode(&longer, 0).is_err());
         assert!(Book::decode(&value::encode(kind::LIMIT_ORDER, 0, &[0, 0]), 0).is_err());

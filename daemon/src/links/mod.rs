@@ -289,7 +289,7 @@ impl Links {
         }
         txn.put(
             keys::link(slot, code),
-            value::encode(kind::LINK, expires_at, &record.encode()),
+            value::encode_shared(kind::LINK, expires_at, &record.encode()),
         );
         txn.require_sync();
     }

@@ -37,6 +37,7 @@
 //! insert or a hit is one probe (two tables cost two on each insert and
 //! each miss: bench/results/NOTES.md).
 
+use crate::storage::inline;
 use bytes::Bytes;
 use hashbrown::hash_table::Entry;
 use hashbrown::{DefaultHashBuilder, HashTable};
@@ -195,6 +196,9 @@ impl RowCache {
             .and_then(|i| self.rows.get_bucket(i))
         {
             if let Some(v) = &row.value {
+                // The reference count a read's clone updates sits right
+                // before an inline value (`storage::inline`).
+                prefetch(v.as_ptr().wrapping_sub(inline::HEAD));
                 prefetch(v.as_ptr());
                 if v.len() > 64 {
                     prefetch(v.as_ptr().wrapping_add(64));
@@ -361,7 +365,7 @@ impl RowCache {
             }
             Entry::Vacant(e) => {
                 // (Never: a dirty row stays until its run lands.)
-                let value = value.map(Bytes::copy_from_slice);
+                let value = value.map(inline::copy);
                 let row = Row {
                     generation: self.young,
                     run,

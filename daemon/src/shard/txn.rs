@@ -16,7 +16,7 @@ use super::pending::Pending;
 use super::rows::RowCache;
 use super::write_back::Writer;
 use crate::storage::merge::merge;
-use crate::storage::{Storage, StorageError, WriteBatch};
+use crate::storage::{inline, Storage, StorageError, WriteBatch};
 use bytes::Bytes;
 use hashbrown::HashMap;
 use std::cell::RefCell;
@@ -293,7 +293,7 @@ impl<'s> Txn<'s> {
             let found = self.storage.multi_get(self.shard, lacking.iter().copied());
             for (&k, value) in lacking.iter().zip(found) {
                 if let Ok(value) = value {
-                    rows.insert(k, value.map(|v| Bytes::copy_from_slice(&v)));
+                    rows.insert(k, value.map(|v| inline::copy(&v)));
                 }
             }
         }
@@ -347,10 +347,7 @@ impl<'s> Txn<'s> {
         {
             return self.get_merged(key);
         }
-        let v = self
-            .storage
-            .get(self.shard, key)?
-            .map(|v| Bytes::copy_from_slice(&v));
+        let v = self.storage.get(self.shard, key)?.map(|v| inline::copy(&v));
         if let Some(rows) = &self.rows {
             rows.borrow_mut().insert(key, v.clone());
         }
@@ -386,7 +383,7 @@ impl<'s> Txn<'s> {
         match pending.merges_of(key, hash).open {
             Some(operand) => Ok(Some(merge(stored.as_deref(), operand).into())),
             None => {
-                let v = stored.map(|v| Bytes::copy_from_slice(&v));
+                let v = stored.map(|v| inline::copy(&v));
                 rows.borrow_mut().insert(key, v.clone());
                 Ok(v)
             }

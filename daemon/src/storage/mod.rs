@@ -13,6 +13,7 @@
 //! [`Clock`], so TTL costs nothing on the write path and disk is reclaimed in
 //! the background; readers must still treat expired values as absent.
 
+pub mod inline;
 mod layout;
 pub mod log;
 pub mod merge;

@@ -9,6 +9,7 @@
 //! The kind byte's table is `keys::kind`, beside the keyspaces it is stored
 //! in (all key and value layout is in `keys`).
 
+use bytes::Bytes;
 use std::collections::BTreeMap;
 
 pub const HEADER: usize = 9;
@@ -60,6 +61,13 @@ pub fn encode(kind: u8, expires_at: u64, payload: &[u8]) -> Vec<u8> {
     v.extend_from_slice(&expires_at.to_be_bytes());
     v.extend_from_slice(payload);
     v
+}
+
+/// [`encode`], built the way the row cache holds a value
+/// ([`super::inline`]: its reference count beside its bytes), for the
+/// values a request writes and later requests read.
+pub fn encode_shared(kind: u8, expires_at: u64, payload: &[u8]) -> Bytes {
+    super::inline::concat(&[&[kind], &expires_at.to_be_bytes(), payload])
 }
 
 /// A hash as stored: `u32 count`, then `(u32 len, field, u32 len, value)`

@@ -101,16 +101,25 @@ mod tests {
         assert_eq!(&concat(&[])[..], b"");
     }
 
+    /// `bytes::Bytes::from_owner`'s allocation, as bytes 1.x lays it out.
+    #[repr(C)]
+    struct Owned<T> {
+        ref_cnt: std::sync::atomic::AtomicUsize,
+        owner: T,
+    }
+
     #[test]
-    fn the_count_sits_right_before_the_bytes() {
-        let b = copy(&[1u8; 100]);
-        let c = b.clone();
-        // The count (2 now) is HEAD bytes before the value.
-        // SAFETY: inline values start HEAD bytes into their allocation.
-        let count = unsafe { *b.as_ptr().sub(HEAD).cast::<usize>() };
-        assert_eq!(count, 2);
-        drop(c);
-        let count = unsafe { *b.as_ptr().sub(HEAD).cast::<usize>() };
-        assert_eq!(count, 1);
+    fn the_count_sits_head_bytes_before_the_value_in_a_size_class() {
+        macro_rules! check {
+            ($($n:literal)*) => {$(
+                assert_eq!(
+                    std::mem::offset_of!(Owned<Inline<$n>>, owner)
+                        + std::mem::offset_of!(Inline<$n>, buf),
+                    HEAD
+                );
+                assert_eq!(std::mem::size_of::<Owned<Inline<$n>>>() % 16, 0, "class {}", $n);
+            )*};
+        }
+        check!(20 36 52 68 84 100 116 132 148 180 212 244 308 372 436 500);
     }
 }

@@ -58,16 +58,25 @@ fn new<const N: usize>(parts: &[&[u8]], len: usize) -> Bytes {
     Bytes::from_owner(v)
 }
 
+/// The inline buffer sizes `N` (`16k + 4`, so `12 + N` is a multiple of 16),
+/// passed to macro `$m` as one list: [`concat`] picks from them and the
+/// tests check each.
+macro_rules! with_classes {
+    ($m:ident) => {
+        $m!(20 36 52 68 84 100 116 132 148 180 212 244 308 372 436 500)
+    };
+}
+
 /// The concatenation of `parts` as one `Bytes`, its count beside its bytes
 /// when it is at most [`MAX_INLINE`] long.
 pub fn concat(parts: &[&[u8]]) -> Bytes {
     let len: usize = parts.iter().map(|p| p.len()).sum();
-    macro_rules! classes {
+    macro_rules! pick {
         ($($n:literal)*) => {
             $(if len <= $n { return new::<$n>(parts, len); })*
         };
     }
-    classes!(20 36 52 68 84 100 116 132 148 180 212 244 308 372 436 500);
+    with_classes!(pick);
     let mut v = Vec::with_capacity(len);
     for p in parts {
         v.extend_from_slice(p);
@@ -120,6 +129,6 @@ mod tests {
                 assert_eq!(std::mem::size_of::<Owned<Inline<$n>>>() % 16, 0, "class {}", $n);
             )*};
         }
-        check!(20 36 52 68 84 100 116 132 148 180 212 244 308 372 436 500);
+        with_classes!(check);
     }
 }

@@ -1,8 +1,9 @@
 //! INCRBY: add to a string read as an integer (missing is 0); the key keeps
 //! its TTL.
 
-use super::{parse_int, storage_key, Entry, Kv};
+use super::{entry_of, parse_int, storage_error, storage_key, Entry, Kv};
 use crate::shard::txn::Txn;
+use crate::storage::value;
 use rush_protocol::cmd::IncrBy;
 use rush_protocol::{Reply, RushError};
 
@@ -16,9 +17,15 @@ impl Kv {
     ) -> Result<Reply, RushError> {
         // The storage key is built once, for the read and the write.
         let skey = storage_key(routed, &r.key);
-        let (current, expires_at) = match self.load_at(&skey, now, txn)? {
+        // Read in place: only the number is needed, not the value.
+        let found = txn
+            .read(&skey, |raw| {
+                entry_of(raw, now, |v| parse_int(&v[value::HEADER..]))
+            })
+            .map_err(storage_error)??;
+        let (current, expires_at) = match found {
             Entry::Missing => (0, 0),
-            Entry::String { expires_at, value } => (parse_int(&value)?, expires_at),
+            Entry::String { expires_at, value } => (value?, expires_at),
             Entry::Hash { .. } => {
                 return Err(RushError::wrong_type("INCRBY on a hash; use HINCRBY"))
             }

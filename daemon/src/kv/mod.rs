@@ -42,10 +42,11 @@ pub struct Kv {
     pub durable: bool,
 }
 
-/// What a generic key holds right now.
-pub(crate) enum Entry {
+/// What a generic key holds right now; a string's value as `S` (its bytes,
+/// or what a request made of them in place).
+pub(crate) enum Entry<S = Bytes> {
     Missing,
-    String { expires_at: u64, value: Bytes },
+    String { expires_at: u64, value: S },
     Hash { expires_at: u64, hash: hash::Layout },
 }
 
@@ -143,36 +144,8 @@ impl Kv {
 
     /// [`Kv::load`] of the key whose storage key is `skey`.
     pub(crate) fn load_at(&self, skey: &[u8], now: u64, txn: &Txn) -> Result<Entry, RushError> {
-        let Some(raw) = txn.get(skey).map_err(storage_error)? else {
-            return Ok(Entry::Missing);
-        };
-        let stored = Stored::decode(&raw).map_err(|e| RushError::internal(e.to_string()))?;
-        if !stored.is_live(now) {
-            return Ok(Entry::Missing);
-        }
-        match stored.kind {
-            kind::STRING => Ok(Entry::String {
-                expires_at: stored.expires_at,
-                value: raw.slice(value::HEADER..),
-            }),
-            kind::HASH_HEAD => Ok(Entry::Hash {
-                expires_at: stored.expires_at,
-                hash: hash::Layout::Fields(
-                    hash::Head::decode(stored.payload)
-                        .map_err(|e| RushError::internal(e.to_string()))?,
-                ),
-            }),
-            kind::HASH => Ok(Entry::Hash {
-                expires_at: stored.expires_at,
-                hash: hash::Layout::Whole(
-                    value::decode_hash(stored.payload)
-                        .map_err(|e| RushError::internal(e.to_string()))?,
-                ),
-            }),
-            k => Err(RushError::internal(format!(
-                "generic key holds value kind {k}"
-            ))),
-        }
+        txn.read(skey, |raw| entry_of(raw, now, |v| v.slice(value::HEADER..)))
+            .map_err(storage_error)?
     }
 
     /// The live hash at `key`, if there is one; WRONG_TYPE on a string.
@@ -208,6 +181,46 @@ impl Kv {
         if self.durable {
             txn.require_sync();
         }
+    }
+}
+
+/// What the stored value `raw` (`None`: absent) holds at `now`, read in
+/// place; a string's value is `string` of the whole stored value (its
+/// bytes start at `value::HEADER`).
+pub(crate) fn entry_of<S>(
+    raw: Option<&Bytes>,
+    now: u64,
+    string: impl FnOnce(&Bytes) -> S,
+) -> Result<Entry<S>, RushError> {
+    let Some(raw) = raw else {
+        return Ok(Entry::Missing);
+    };
+    let stored = Stored::decode(raw).map_err(|e| RushError::internal(e.to_string()))?;
+    if !stored.is_live(now) {
+        return Ok(Entry::Missing);
+    }
+    match stored.kind {
+        kind::STRING => Ok(Entry::String {
+            expires_at: stored.expires_at,
+            value: string(raw),
+        }),
+        kind::HASH_HEAD => Ok(Entry::Hash {
+            expires_at: stored.expires_at,
+            hash: hash::Layout::Fields(
+                hash::Head::decode(stored.payload)
+                    .map_err(|e| RushError::internal(e.to_string()))?,
+            ),
+        }),
+        kind::HASH => Ok(Entry::Hash {
+            expires_at: stored.expires_at,
+            hash: hash::Layout::Whole(
+                value::decode_hash(stored.payload)
+                    .map_err(|e| RushError::internal(e.to_string()))?,
+            ),
+        }),
+        k => Err(RushError::internal(format!(
+            "generic key holds value kind {k}"
+        ))),
     }
 }
 

@@ -224,24 +224,38 @@ impl RowCache {
     /// `Some(value)` when the key's committed value (or its absence) is known.
     #[inline]
     pub fn get(&mut self, key: &[u8]) -> Option<Option<Bytes>> {
+        self.get_with(key, |v| v.cloned()).ok()
+    }
+
+    /// `f` of the key's committed value (`None`: absent) when it is known,
+    /// read in place; `f` back when it is not. A read that needs only what
+    /// the value says (an INCR's number) leaves its reference count alone:
+    /// a clone and its drop are two atomic operations on a line the commit
+    /// then updates again (bench/results/NOTES.md).
+    #[inline]
+    pub fn get_with<R, F: FnOnce(Option<&Bytes>) -> R>(
+        &mut self,
+        key: &[u8],
+        f: F,
+    ) -> Result<R, F> {
         if self.rows.is_empty() {
-            return None;
+            return Err(f);
         }
         let hash = self.hash(key);
         let Some((_, row)) = self.rows.find_mut(hash, |(k, _)| k.as_slice() == key) else {
             self.misses += 1;
-            return None;
+            return Err(f);
         };
         self.hits += 1;
-        let value = row.value.clone();
+        let out = f(row.value.as_ref());
         if row.generation != self.young {
             row.generation = self.young;
-            let n = size(key, &value);
+            let n = size(key, &row.value);
             self.old_bytes = self.old_bytes.saturating_sub(n);
             self.young_bytes += n;
             self.age_if_full();
         }
-        Some(value)
+        Ok(out)
     }
 
     /// What the row of `key` (`hash`: its hash) holds, if there is one,

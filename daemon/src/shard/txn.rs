@@ -326,20 +326,60 @@ impl<'s> Txn<'s> {
         self.get_committed(key)
     }
 
+    /// `f` of `key`'s value as [`Txn::get`] finds it, read in place when
+    /// the group or the row cache holds it (no clone: see
+    /// [`RowCache::get_with`]). `f` is given the value only: it can't read
+    /// through the group while it runs.
+    pub fn read<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(Option<&Bytes>) -> R,
+    ) -> Result<R, StorageError> {
+        if let Some((_, v)) = self.staged.iter().rev().find(|(k, _)| k == key) {
+            return Ok(f(v.as_ref()));
+        }
+        if let Some(v) = self.applied.get(key) {
+            return Ok(f(v.as_ref()));
+        }
+        if !self.merges.is_empty() && self.merges.contains_key(key) {
+            return Ok(f(self.get(key)?.as_ref()));
+        }
+        let f = match self.get_cached(key, f) {
+            Ok(r) => return Ok(r),
+            Err(f) => f,
+        };
+        Ok(f(self.get_uncached(key)?.as_ref()))
+    }
+
+    /// `f` of `key`'s row in the row cache (pending writes included), if
+    /// it has one, reading the keys noted ahead with it when it has none;
+    /// `f` back when it still has none.
+    fn get_cached<R, F: FnOnce(Option<&Bytes>) -> R>(&self, key: &[u8], f: F) -> Result<R, F> {
+        let Some(rows) = &self.rows else {
+            return Err(f);
+        };
+        let f = match rows.borrow_mut().get_with(key, f) {
+            Ok(r) => return Ok(r),
+            Err(f) => f,
+        };
+        if self.read_expected(key) {
+            return rows.borrow_mut().get_with(key, f);
+        }
+        Err(f)
+    }
+
     /// A key as the group's commit finds it: in the row cache (pending
     /// writes included) or in RocksDB.
     fn get_committed(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
-        // Pending writes are the row cache's dirty rows.
-        if let Some(rows) = &self.rows {
-            if let Some(v) = rows.borrow_mut().get(key) {
-                return Ok(v);
-            }
-            if self.read_expected(key) {
-                if let Some(v) = rows.borrow_mut().get(key) {
-                    return Ok(v);
-                }
-            }
+        match self.get_cached(key, |v| v.cloned()) {
+            Ok(v) => Ok(v),
+            Err(_) => self.get_uncached(key),
         }
+    }
+
+    /// A key the row cache lacks: from RocksDB (with the operands pending
+    /// writes hold for it), kept in the row cache.
+    fn get_uncached(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
         if self
             .pending
             .as_ref()

@@ -1,13 +1,14 @@
 //! LIMIT_ACQUIRE: check every rule for every item, then count all or nothing.
 
-use super::book::MAX_BOOK_ENTRIES;
+use super::book::{Book, MAX_BOOK_ENTRIES};
 use super::counter::Counter;
-use super::order::{sorted_items, Lines, OrderRecord, Touched};
+use super::order::{encode_record, sorted_items, Lines};
 use super::policy::{CompiledRule, Pos};
 use super::Limits;
 use crate::shard::txn::Txn;
-use rush_protocol::cmd::{AcquireReply, Allowance, LimitAcquire, Scope};
-use rush_protocol::{ErrorCode, ErrorDetail, LimitDenial, Reply, RushError};
+use rush_protocol::cmd::{AcquireReply, Allowance, LimitAcquire, OrderItem, Scope};
+use rush_protocol::{ErrorCode, ErrorDetail, LimitDenial, Reply, RushError, Wire};
+use smallvec::SmallVec;
 
 /// One counter the order touches, read and checked before anything is
 /// written.
@@ -45,7 +46,8 @@ impl Limits {
             let mut reply = order.first_reply()?;
             reply.replayed = true;
             reply.released = order.released;
-            let book = at.load_book(&self.known, txn, now)?;
+            let raw = at.load_book(&self.known, txn)?;
+            let book = Book::decode(raw.as_deref(), now)?;
             for a in &mut reply.allowances {
                 // A rule the policy no longer has keeps its first answer.
                 let Some(rule) = policy.rules.iter().find(|rule| rule.name == a.rule) else {
@@ -61,17 +63,14 @@ impl Limits {
         }
 
         // Read and check every count first; write only if all pass.
-        let mut book = at.load_book(&self.known, txn, now)?;
+        let raw = at.load_book(&self.known, txn)?;
+        let mut book = Book::decode(raw.as_deref(), now)?;
         let lines = Lines::new(&r.items);
         let mut steps: Vec<Step> = Vec::with_capacity(policy.rules.len() * r.items.len());
-        let mut touched = Vec::with_capacity(policy.rules.len());
+        let mut windows: SmallVec<[u64; 4]> = SmallVec::with_capacity(policy.rules.len());
         for rule in &policy.rules {
             let pos = rule.pos(now)?;
-            touched.push(Touched {
-                rule: rule.name.clone(),
-                scope: rule.scope,
-                window: pos.id(),
-            });
+            windows.push(pos.id());
             for (item, qty) in lines.counts(rule.scope) {
                 let counter = book.counter(&rule.name, item).clone();
                 let current = counter.count_at(&pos);
@@ -81,7 +80,7 @@ impl Limits {
                 {
                     policy.metrics.limited.inc();
                     rule.denials.inc();
-                    return Err(denied(rule, &policy.def.rules, item, current, qty));
+                    return Err(denied(rule, item, current, qty));
                 }
                 steps.push(Step {
                     rule,
@@ -104,7 +103,7 @@ impl Limits {
                 resets_at_ms: counter.resets_at(&s.pos),
             });
             let expires_at = counter.expiry(&s.pos);
-            book.set(&s.rule.name, s.item, counter, expires_at);
+            book.set(s.rule.name.as_str(), s.item, counter, expires_at);
         }
         if book.len() > MAX_BOOK_ENTRIES {
             return Err(RushError::new(
@@ -124,14 +123,20 @@ impl Limits {
             released: false,
             allowances,
         };
-        let record = OrderRecord {
-            released: false,
-            expires_at: now.saturating_add(policy.order_ttl_ms),
-            items: sorted_items(&r.items),
-            touched,
-            reply: OrderRecord::reply_bytes(&reply),
-        };
-        txn.put(at.record, record.encode());
+        let mut items: SmallVec<[&OrderItem; 4]> = r.items.iter().collect();
+        items.sort_unstable_by(|a, b| a.item.cmp(&b.item));
+        let record = encode_record(
+            false,
+            now.saturating_add(policy.order_ttl_ms),
+            &items,
+            policy
+                .rules
+                .iter()
+                .zip(windows)
+                .map(|(rule, window)| (rule.name.as_str(), rule.scope, window)),
+            |out| reply.encode(out),
+        );
+        txn.put(at.record, record);
         if !policy.relaxed() {
             txn.require_sync();
         }
@@ -142,30 +147,21 @@ impl Limits {
 }
 
 /// LIMITED, naming the rule and item (empty for a total rule).
-fn denied(
-    rule: &CompiledRule,
-    defs: &[rush_protocol::cmd::Rule],
-    item: &str,
-    current: u64,
-    requested: u64,
-) -> RushError {
-    let window = defs
-        .iter()
-        .find(|d| d.name == rule.name)
-        .map(|d| d.window.to_string())
-        .unwrap_or_default();
-    let what = match rule.scope {
-        Scope::Item => format!("item {item:?} has"),
-        Scope::Total => "the user has".to_string(),
+fn denied(rule: &CompiledRule, item: &str, current: u64, requested: u64) -> RushError {
+    use std::fmt::Write;
+    let mut message = String::with_capacity(rule.denial.len() + item.len() + 64);
+    message.push_str(&rule.denial);
+    // Writing to a String can't fail.
+    let _ = match rule.scope {
+        Scope::Item => write!(message, "item {item:?} has"),
+        Scope::Total => write!(message, "the user has"),
     };
-    RushError::new(
-        ErrorCode::Limited,
-        format!(
-            "rule {:?} ({} per {window}): {what} {current} of {}, the order asks for {requested}",
-            rule.name, rule.scope, rule.max
-        ),
-    )
-    .with_detail(ErrorDetail::Limit(LimitDenial {
+    let _ = write!(
+        message,
+        " {current} of {}, the order asks for {requested}",
+        rule.max
+    );
+    RushError::new(ErrorCode::Limited, message).with_detail(ErrorDetail::Limit(LimitDenial {
         rule: rule.name.clone(),
         item: item.to_string(),
         current,

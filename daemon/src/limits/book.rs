@@ -11,12 +11,13 @@
 //! the counter is in [`Counter::encode`]'s form. Entries that count nothing
 //! (given back to zero, or ended) are left out when the book is written.
 
-use super::counter::{corrupt, storage_error, Counter};
+use super::counter::{corrupt, Counter};
 use crate::shard::txn::Txn;
 use crate::storage::keys::kind;
 use crate::storage::value::{self, Corrupt, Cursor, Stored};
 use bytes::Bytes;
 use rush_protocol::RushError;
+use std::borrow::Cow;
 
 /// Live counts one user can hold under one policy (distinct items of its
 /// item rules, plus one per total rule): ten times what LIMIT_STATUS lists.
@@ -24,33 +25,37 @@ use rush_protocol::RushError;
 /// half a MiB); an order that would go past it is refused with TOO_LARGE.
 pub const MAX_BOOK_ENTRIES: usize = 10_000;
 
+/// One count of a book. Its text borrows from the stored book it was read
+/// from, or from the request that added it: reading and rewriting a book
+/// copies no rule or item name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub rule: String,
+pub struct Entry<'a> {
+    pub rule: Cow<'a, str>,
     /// The item, or "" for a total rule.
-    pub item: String,
+    pub item: Cow<'a, str>,
     /// When the count ends (the counter's own expiry).
     pub expires_at: u64,
     pub counter: Counter,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Book {
+pub struct Book<'a> {
     /// Sorted by (rule, item).
-    entries: Vec<Entry>,
+    entries: Vec<Entry<'a>>,
 }
 
-impl Book {
-    /// The book at `key` as this request sees it (missing = empty).
-    pub fn load(txn: &Txn, key: &[u8], now: u64) -> Result<Book, RushError> {
-        match txn.get(key).map_err(storage_error)? {
+impl<'a> Book<'a> {
+    /// Decode a stored book (`None`: there is none, an empty book); entries
+    /// that have ended by `now` are dropped.
+    pub fn decode(raw: Option<&'a [u8]>, now: u64) -> Result<Book<'a>, RushError> {
+        match raw {
             None => Ok(Book::default()),
-            Some(raw) => Book::decode(&raw, now).map_err(corrupt),
+            Some(raw) => Book::decode_stored(raw, now).map_err(corrupt),
         }
     }
 
-    /// Decode a stored book; entries that have ended by `now` are dropped.
-    pub fn decode(raw: &[u8], now: u64) -> Result<Book, Corrupt> {
+    /// [`Book::decode`] of a stored book.
+    pub fn decode_stored(raw: &'a [u8], now: u64) -> Result<Book<'a>, Corrupt> {
         let s = Stored::decode(raw)?;
         if s.kind != kind::LIMIT_BOOK {
             return Err(Corrupt(format!("limit book has value kind {}", s.kind)));
@@ -62,15 +67,15 @@ impl Book {
         let n = p.u16()? as usize;
         let mut entries = Vec::with_capacity(n);
         for _ in 0..n {
-            let rule = p.string()?;
-            let item = p.string()?;
+            let rule = p.str()?;
+            let item = p.str()?;
             let expires_at = p.u64()?;
             let len = p.u16()? as usize;
             let counter = Counter::decode_payload(p.take(len)?)?;
             if value::is_live(expires_at, now) {
                 entries.push(Entry {
-                    rule,
-                    item,
+                    rule: Cow::Borrowed(rule),
+                    item: Cow::Borrowed(item),
                     expires_at,
                     counter,
                 });
@@ -80,7 +85,23 @@ impl Book {
         Ok(Book { entries })
     }
 
-    pub fn entries(&self) -> &[Entry] {
+    /// The same book, owning its text.
+    pub fn into_owned(self) -> Book<'static> {
+        Book {
+            entries: self
+                .entries
+                .into_iter()
+                .map(|e| Entry {
+                    rule: Cow::Owned(e.rule.into_owned()),
+                    item: Cow::Owned(e.item.into_owned()),
+                    expires_at: e.expires_at,
+                    counter: e.counter,
+                })
+                .collect(),
+        }
+    }
+
+    pub fn entries(&self) -> &[Entry<'a>] {
         &self.entries
     }
 
@@ -90,7 +111,7 @@ impl Book {
 
     fn find(&self, rule: &str, item: &str) -> Result<usize, usize> {
         self.entries
-            .binary_search_by(|e| (e.rule.as_str(), e.item.as_str()).cmp(&(rule, item)))
+            .binary_search_by(|e| (&*e.rule, &*e.item).cmp(&(rule, item)))
     }
 
     /// The counter of (rule, item); empty when the book has none.
@@ -110,8 +131,15 @@ impl Book {
     }
 
     /// Set the counter of (rule, item); one that counts nothing is removed.
-    pub fn set(&mut self, rule: &str, item: &str, counter: Counter, expires_at: u64) {
-        match (self.find(rule, item), counter.is_zero()) {
+    pub fn set(
+        &mut self,
+        rule: impl Into<Cow<'a, str>>,
+        item: impl Into<Cow<'a, str>>,
+        counter: Counter,
+        expires_at: u64,
+    ) {
+        let (rule, item) = (rule.into(), item.into());
+        match (self.find(&rule, &item), counter.is_zero()) {
             (Ok(i), true) => {
                 self.entries.remove(i);
             }
@@ -123,8 +151,8 @@ impl Book {
             (Err(i), false) => self.entries.insert(
                 i,
                 Entry {
-                    rule: rule.to_string(),
-                    item: item.to_string(),
+                    rule,
+                    item,
                     expires_at,
                     counter,
                 },
@@ -143,9 +171,12 @@ impl Book {
                 p.extend_from_slice(s.as_bytes());
             }
             p.extend_from_slice(&e.expires_at.to_be_bytes());
-            let c = e.counter.encode();
-            p.extend_from_slice(&(c.len() as u16).to_be_bytes());
-            p.extend_from_slice(&c);
+            // The counter's length goes before it once it is written.
+            let at = p.len();
+            p.extend_from_slice(&[0, 0]);
+            e.counter.encode_into(&mut p);
+            let len = (p.len() - at - 2) as u16;
+            p[at..at + 2].copy_from_slice(&len.to_be_bytes());
         }
         Some(value::encode_shared(kind::LIMIT_BOOK, expires_at, &p))
     }
@@ -179,21 +210,17 @@ mod tests {
         b.set("total", "", c.clone(), 100);
         b.set("item", "sku-b", c.clone(), 100);
         b.set("item", "sku-a", Counter::Empty.add(&day(100), 1), 200);
-        let order: Vec<_> = b
-            .entries()
-            .iter()
-            .map(|e| (e.rule.as_str(), e.item.as_str()))
-            .collect();
+        let order: Vec<_> = b.entries().iter().map(|e| (&*e.rule, &*e.item)).collect();
         assert_eq!(order, [("item", "sku-a"), ("item", "sku-b"), ("total", "")]);
         let raw = b.encode().unwrap();
         assert_eq!(value::expiry_of(&raw), Some(200), "the latest entry's end");
-        assert_eq!(Book::decode(&raw, 50).unwrap(), b);
+        assert_eq!(Book::decode_stored(&raw, 50).unwrap(), b);
         // At 150 the day-0 counts have ended; the day-100 one still counts.
-        let later = Book::decode(&raw, 150).unwrap();
+        let later = Book::decode_stored(&raw, 150).unwrap();
         assert_eq!(later.len(), 1);
         assert_eq!(later.counter("item", "sku-a").count_at(&day(100)), 1);
         assert_eq!(later.counter("item", "sku-b"), &Counter::Empty);
-        assert_eq!(Book::decode(&raw, 200).unwrap(), Book::default());
+        assert_eq!(Book::decode_stored(&raw, 200).unwrap(), Book::default());
         // Given back to zero: removed.
         b.set("total", "", Counter::Empty, 100);
         assert_eq!(b.len(), 2);
@@ -206,10 +233,10 @@ mod tests {
         let mut b = Book::default();
         b.set("r", "i", Counter::Empty.add(&day(0), 1), 100);
         let raw = b.encode().unwrap();
-        assert!(Book::decode(&raw[..raw.len() - 1], 0).is_err());
+        assert!(Book::decode_stored(&raw[..raw.len() - 1], 0).is_err());
         let mut longer = raw.to_vec();
         longer.push(0);
-        assert!(Book::decode(&longer, 0).is_err());
-        assert!(Book::decode(&value::encode(kind::LIMIT_ORDER, 0, &[0, 0]), 0).is_err());
+        assert!(Book::decode_stored(&longer, 0).is_err());
+        assert!(Book::decode_stored(&value::encode(kind::LIMIT_ORDER, 0, &[0, 0]), 0).is_err());
     }
 }

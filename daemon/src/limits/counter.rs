@@ -221,9 +221,8 @@ impl Counter {
         }
     }
 
-    /// The stored form (a book entry's counter).
-    pub fn encode(&self) -> Vec<u8> {
-        let mut p = Vec::with_capacity(17);
+    /// The stored form (a book entry's counter), appended to `p`.
+    pub fn encode_into(&self, p: &mut Vec<u8>) {
         match self {
             Counter::Empty => {}
             Counter::Windowed { start, count } => {
@@ -242,7 +241,6 @@ impl Counter {
                 }
             }
         }
-        p
     }
 }
 
@@ -253,7 +251,9 @@ mod tests {
 
     /// A count as the one-count-per-key layout stored it.
     fn legacy(c: &Counter, expires_at: u64) -> Vec<u8> {
-        value::encode(kind::LIMIT_COUNTER, expires_at, &c.encode())
+        let mut p = Vec::new();
+        c.encode_into(&mut p);
+        value::encode(kind::LIMIT_COUNTER, expires_at, &p)
     }
 
     fn sliding(bucket: u64) -> Pos {

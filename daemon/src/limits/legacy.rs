@@ -59,7 +59,7 @@ pub fn fold(
                 }
                 let book = match storage.get(shard, &book_key)? {
                     None => Some(Book::default()),
-                    Some(raw) => match Book::decode(&raw, 0) {
+                    Some(raw) => match Book::decode_stored(&raw, 0).map(Book::into_owned) {
                         Ok(book) => Some(book),
                         Err(e) => {
                             tracing::warn!(key = ?book_key, error = %e, "a limit book does not decode; the old-layout counts of its user are left as they are");
@@ -74,7 +74,8 @@ pub fn fold(
             };
             let (rule, item) = (String::from_utf8_lossy(rule), String::from_utf8_lossy(item));
             if book.expiry(&rule, &item).is_none() {
-                book.set(&rule, &item, counter, value::expiry_of(raw).unwrap_or(1));
+                let expires_at = value::expiry_of(raw).unwrap_or(1);
+                book.set(rule.into_owned(), item.into_owned(), counter, expires_at);
             }
             batch.delete_cf(cf, key);
             moved += 1;

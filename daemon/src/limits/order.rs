@@ -7,14 +7,13 @@
 //! (sorted by item) | u16 m | m × (u16 len, rule, u8 scope, u64 window id) |
 //! u32 len, the first answer's AcquireReply body`.
 
-use super::book::Book;
 use super::counter::{corrupt, storage_error};
 use crate::shard::known::KeyFilter as Known;
 use crate::shard::txn::Txn;
 use crate::storage::keys;
 use crate::storage::keys::kind;
 use crate::storage::value::{self, Corrupt, Cursor, Stored};
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use rush_protocol::cmd::{AcquireReply, OrderItem, Scope};
 use rush_protocol::{key_slot, RushError, Wire};
 
@@ -92,12 +91,13 @@ impl OrderKeys {
         OrderRecord::load(txn, &self.record, now)
     }
 
-    /// The user's book, empty when the filter knows the shard holds none.
-    pub fn load_book(&self, known: &Known, txn: &Txn, now: u64) -> Result<Book, RushError> {
+    /// The user's book as stored (to [`Book::decode`](super::book::Book::decode)), `None` when there
+    /// is none (or the filter knows the shard holds none).
+    pub fn load_book(&self, known: &Known, txn: &Txn) -> Result<Option<Bytes>, RushError> {
         if !known.may_hold(self.hashes.book) {
-            return Ok(Book::default());
+            return Ok(None);
         }
-        Book::load(txn, &self.book, now)
+        txn.get(&self.book).map_err(storage_error)
     }
 }
 
@@ -202,38 +202,59 @@ impl OrderRecord {
         }))
     }
 
-    pub fn encode(&self) -> Vec<u8> {
-        let mut p = Vec::with_capacity(64 + self.reply.len());
-        p.push(if self.released { RELEASED } else { ACQUIRED });
-        p.extend_from_slice(&(self.items.len() as u16).to_be_bytes());
-        for i in &self.items {
-            put_str(&mut p, &i.item);
-            p.extend_from_slice(&i.qty.to_be_bytes());
-        }
-        p.extend_from_slice(&(self.touched.len() as u16).to_be_bytes());
-        for t in &self.touched {
-            put_str(&mut p, &t.rule);
-            p.push(match t.scope {
-                Scope::Item => 0,
-                Scope::Total => 1,
-            });
-            p.extend_from_slice(&t.window.to_be_bytes());
-        }
-        p.extend_from_slice(&(self.reply.len() as u32).to_be_bytes());
-        p.extend_from_slice(&self.reply);
-        value::encode(kind::LIMIT_ORDER, self.expires_at, &p)
-    }
-
-    /// Encode an answer for storing in a record.
-    pub fn reply_bytes(reply: &AcquireReply) -> Bytes {
-        let mut b = BytesMut::new();
-        reply.encode(&mut b);
-        b.freeze()
+    pub fn encode(&self) -> Bytes {
+        encode_record(
+            self.released,
+            self.expires_at,
+            &self.items.iter().collect::<Vec<_>>(),
+            self.touched
+                .iter()
+                .map(|t| (t.rule.as_str(), t.scope, t.window)),
+            |out| out.extend_from_slice(&self.reply),
+        )
     }
 }
 
-fn put_str(p: &mut Vec<u8>, s: &str) {
-    p.extend_from_slice(&(s.len() as u16).to_be_bytes());
+/// A record's stored form, from its parts: `items` sorted by item, what
+/// each rule `touched` (rule, scope, window id), and `reply` writing the
+/// first answer's body. An acquire writes its record so, without making
+/// an [`OrderRecord`] (or a copy of its answer) first.
+pub fn encode_record<'t>(
+    released: bool,
+    expires_at: u64,
+    items: &[&OrderItem],
+    touched: impl ExactSizeIterator<Item = (&'t str, Scope, u64)>,
+    reply: impl FnOnce(&mut BytesMut),
+) -> Bytes {
+    let mut p = BytesMut::with_capacity(value::HEADER + 160);
+    p.put_u8(kind::LIMIT_ORDER);
+    p.put_u64(expires_at);
+    p.put_u8(if released { RELEASED } else { ACQUIRED });
+    p.put_u16(items.len() as u16);
+    for i in items {
+        put_str(&mut p, &i.item);
+        p.put_u64(i.qty);
+    }
+    p.put_u16(touched.len() as u16);
+    for (rule, scope, window) in touched {
+        put_str(&mut p, rule);
+        p.put_u8(match scope {
+            Scope::Item => 0,
+            Scope::Total => 1,
+        });
+        p.put_u64(window);
+    }
+    // The answer's length goes before it once it is written.
+    let at = p.len();
+    p.put_u32(0);
+    reply(&mut p);
+    let len = (p.len() - at - 4) as u32;
+    p[at..at + 4].copy_from_slice(&len.to_be_bytes());
+    p.freeze()
+}
+
+fn put_str(p: &mut BytesMut, s: &str) {
+    p.put_u16(s.len() as u16);
     p.extend_from_slice(s.as_bytes());
 }
 
@@ -264,7 +285,11 @@ mod tests {
                 scope: Scope::Total,
                 window: 7,
             }],
-            reply: OrderRecord::reply_bytes(&reply),
+            reply: {
+                let mut b = BytesMut::new();
+                reply.encode(&mut b);
+                b.freeze()
+            },
         };
         assert_eq!(rec.items[0].item, "a");
         let raw = rec.encode();

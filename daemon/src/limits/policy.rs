@@ -149,6 +149,9 @@ pub struct CompiledRule {
     pub max: u64,
     span: Span,
     pub denials: crate::metrics::local::Counter,
+    /// How a LIMITED answer names the rule: `rule "NAME" (MAX per WINDOW): `
+    /// (made once: a flash sale's storm of denials is hot traffic).
+    pub denial: String,
 }
 
 impl CompiledRule {
@@ -185,6 +188,7 @@ impl Policy {
                     max: r.max,
                     span: Span::new(&r.window)?,
                     denials: metrics.denials.with_label_values(&[&def.name, &r.name]),
+                    denial: format!("rule {:?} ({} per {}): ", r.name, r.scope, r.window),
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;

@@ -1,5 +1,6 @@
 //! LIMIT_RELEASE: give an order's counts back, once.
 
+use super::book::Book;
 use super::order::Lines;
 use super::Limits;
 use crate::shard::txn::Txn;
@@ -36,7 +37,8 @@ impl Limits {
         }
 
         let lines = Lines::new(&order.items);
-        let mut book = at.load_book(&self.known, txn, now)?;
+        let raw = at.load_book(&self.known, txn)?;
+        let mut book = Book::decode(raw.as_deref(), now)?;
         let mut changed = false;
         for t in &order.touched {
             for (item, qty) in lines.counts(t.scope) {
@@ -45,7 +47,7 @@ impl Limits {
                 };
                 if let Some(back) = book.counter(&t.rule, item).give_back(t.window, qty) {
                     // Keep the entry's end: the window hasn't moved.
-                    book.set(&t.rule, item, back, expires_at);
+                    book.set(t.rule.as_str(), item, back, expires_at);
                     changed = true;
                 }
             }

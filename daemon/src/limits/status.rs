@@ -1,7 +1,7 @@
 //! LIMIT_STATUS: a user's counts and resets under a policy.
 
 use super::book::Book;
-use super::counter::Counter;
+use super::counter::{storage_error, Counter};
 use super::Limits;
 use crate::shard::txn::Txn;
 use crate::storage::keys;
@@ -24,7 +24,8 @@ impl Limits {
             .map(|rule| rule.pos(now))
             .collect::<Result<Vec<_>, _>>()?;
         // The book's entries are in (rule, item) order.
-        let book = Book::load(txn, &key, now)?;
+        let raw = txn.get(&key).map_err(storage_error)?;
+        let book = Book::decode(raw.as_deref(), now)?;
         let mut truncated = false;
         let mut per_rule: Vec<Vec<Allowance>> = vec![Vec::new(); policy.rules.len()];
         let mut totals: Vec<Option<&Counter>> = vec![None; policy.rules.len()];
@@ -46,7 +47,7 @@ impl Limits {
                     listed += 1;
                     per_rule[i].push(Allowance {
                         rule: rule.name.clone(),
-                        item: e.item.clone(),
+                        item: e.item.to_string(),
                         count,
                         limit: rule.max,
                         resets_at_ms: e.counter.resets_at(pos),

@@ -165,8 +165,13 @@ impl<'a> Cursor<'a> {
 
     /// `u16` length, then UTF-8.
     pub fn string(&mut self) -> Result<String, Corrupt> {
+        self.str().map(str::to_string)
+    }
+
+    /// [`Cursor::string`] in place.
+    pub fn str(&mut self) -> Result<&'a str, Corrupt> {
         let n = self.u16()? as usize;
-        String::from_utf8(self.take(n)?.to_vec())
+        std::str::from_utf8(self.take(n)?)
             .map_err(|_| Corrupt(format!("{} holds non-UTF-8 text", self.what)))
     }
 

@@ -37,7 +37,7 @@
 //! insert or a hit is one probe (two tables cost two on each insert and
 //! each miss: bench/results/NOTES.md).
 
-use crate::storage::inline;
+use crate::storage::{inline, keys};
 use bytes::Bytes;
 use hashbrown::hash_table::Entry;
 use hashbrown::{DefaultHashBuilder, HashTable};
@@ -330,6 +330,9 @@ impl RowCache {
         debug_assert!(run > self.landed);
         let n = size(key, &value);
         let young = self.young;
+        // A key written once and seldom read joins the old generation.
+        let cold = keys::written_cold(key);
+        let generation = if cold { young.wrapping_sub(1) } else { young };
         match entry(&mut self.rows, &self.hasher, hash, key) {
             Entry::Occupied(mut e) => {
                 let row = &mut e.get_mut().1;
@@ -339,21 +342,25 @@ impl RowCache {
                 row.run = run;
                 let was = (size(key, &row.value), row.generation == young);
                 row.value = value;
-                row.generation = young;
+                row.generation = generation;
                 self.forget(was.0, was.1);
             }
             Entry::Vacant(e) => {
                 let index = place(key, value.as_deref(), None);
                 let row = Row {
                     value,
-                    generation: young,
+                    generation,
                     run,
                     index,
                 };
                 e.insert((Key::from_slice(key), row));
             }
         }
-        self.young_bytes += n;
+        if cold {
+            self.old_bytes += n;
+        } else {
+            self.young_bytes += n;
+        }
         self.age_if_full();
     }
 
@@ -663,6 +670,36 @@ mod tests {
             let held: usize = c.rows.iter().map(|(k, r)| size(k, &r.value)).sum();
             assert_eq!(c.bytes(), held, "cap {cap}");
         }
+    }
+
+    #[test]
+    fn records_written_once_are_the_first_rows_to_go() {
+        use crate::storage::keys::ks;
+        let mut c = RowCache::new(64 * 1024, 0);
+        let key = |space: u8| vec![0, 7, space, b'u'];
+        let (record, book) = (key(ks::LIMIT_ORDER), key(ks::LIMIT_BOOK));
+        for k in [&record, &book] {
+            c.write(
+                c.hash(k),
+                k,
+                Some(Bytes::from(vec![1; 100])),
+                1,
+                |_, _, _| 0,
+            );
+        }
+        c.landed(1);
+        let mut i = 0u32;
+        while c.holds(c.hash(&record), &record) {
+            c.insert(&i.to_be_bytes(), Some(Bytes::from(vec![0; 40])));
+            i += 1;
+            assert!(i < 10_000, "the record's row never left");
+        }
+        assert!(
+            c.holds(c.hash(&book), &book),
+            "the book, written with the record, outlives it"
+        );
+        let held: usize = c.rows.iter().map(|(k, r)| size(k, &r.value)).sum();
+        assert_eq!(c.bytes(), held);
     }
 
     #[test]

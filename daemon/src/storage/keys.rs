@@ -433,6 +433,14 @@ pub fn slot_range(slot: u16) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// `[start, end)` covering one keyspace of one slot.
+/// Keys written once and seldom read back: an order's record is read
+/// only by a replay or a release of that order. The row cache keeps such a
+/// write as one of its oldest rows, the first to go once it has landed,
+/// so that records don't push out rows that are read (a hot user's book).
+pub fn written_cold(key: &[u8]) -> bool {
+    key.get(PREFIX_LEN - 1) == Some(&ks::LIMIT_ORDER)
+}
+
 pub fn keyspace_range(slot: u16, keyspace: u8) -> (Vec<u8>, Vec<u8>) {
     let start = KeyBuf::new(slot, keyspace).build();
     let end = match keyspace.checked_add(1) {

@@ -8,7 +8,7 @@
 //! count has ended):
 //! `u16 n | n × (u16 len, rule | u16 len, item | u64 expires at | u16 len,
 //! counter)`, sorted by (rule, item); the item is empty for a total rule and
-//! the counter is in [`Counter::encode`]'s form. Entries that count nothing
+//! the counter is in [`Counter::encode_into`]'s form. Entries that count nothing
 //! (given back to zero, or ended) are left out when the book is written.
 
 use super::counter::{corrupt, Counter};

@@ -58,7 +58,7 @@ impl Counter {
         Counter::decode_payload(s.payload)
     }
 
-    /// Decode [`Counter::encode`]'s form.
+    /// Decode [`Counter::encode_into`]'s form.
     pub fn decode_payload(p: &[u8]) -> Result<Counter, Corrupt> {
         let u64_at = |i: usize| -> Result<u64, Corrupt> {
             p.get(i..i + 8)

@@ -313,17 +313,7 @@ impl<'s> Txn<'s> {
     /// Read a key as this request sees it. The value is shared, not copied
     /// (a hot key's read is a reference count).
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
-        if let Some((_, v)) = self.staged.iter().rev().find(|(k, _)| k == key) {
-            return Ok(v.clone());
-        }
-        if let Some(v) = self.applied.get(key) {
-            return Ok(v.clone());
-        }
-        if let Some(operand) = self.merges.get(key) {
-            let base = self.get_committed(key)?;
-            return Ok(Some(merge(base.as_deref(), operand).into()));
-        }
-        self.get_committed(key)
+        self.read(key, |v| v.cloned())
     }
 
     /// `f` of `key`'s value as [`Txn::get`] finds it, read in place when
@@ -341,8 +331,9 @@ impl<'s> Txn<'s> {
         if let Some(v) = self.applied.get(key) {
             return Ok(f(v.as_ref()));
         }
-        if !self.merges.is_empty() && self.merges.contains_key(key) {
-            return Ok(f(self.get(key)?.as_ref()));
+        if let Some(operand) = self.merges.get(key) {
+            let base = self.get_committed(key)?;
+            return Ok(f(Some(&merge(base.as_deref(), operand).into())));
         }
         let f = match self.get_cached(key, f) {
             Ok(r) => return Ok(r),

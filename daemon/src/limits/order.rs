@@ -227,8 +227,7 @@ pub fn encode_record<'t>(
     reply: impl FnOnce(&mut BytesMut),
 ) -> Bytes {
     let mut p = BytesMut::with_capacity(value::HEADER + 160);
-    p.put_u8(kind::LIMIT_ORDER);
-    p.put_u64(expires_at);
+    value::put_header(&mut p, kind::LIMIT_ORDER, expires_at);
     p.put_u8(if released { RELEASED } else { ACQUIRED });
     p.put_u16(items.len() as u16);
     for i in items {

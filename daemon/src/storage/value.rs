@@ -57,10 +57,15 @@ pub fn expiry_of(raw: &[u8]) -> Option<u64> {
 
 pub fn encode(kind: u8, expires_at: u64, payload: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(HEADER + payload.len());
-    v.push(kind);
-    v.extend_from_slice(&expires_at.to_be_bytes());
+    put_header(&mut v, kind, expires_at);
     v.extend_from_slice(payload);
     v
+}
+
+/// A value's header, for a payload its caller then writes after it.
+pub fn put_header(out: &mut impl bytes::BufMut, kind: u8, expires_at: u64) {
+    out.put_u8(kind);
+    out.put_u64(expires_at);
 }
 
 /// [`encode`], built the way the row cache holds a value

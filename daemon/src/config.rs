@@ -27,7 +27,10 @@ pub const DEFAULT_DRAIN_TIMEOUT_SECS: u64 = 10;
 pub const DEFAULT_QUEUE_DEPTH: usize = 8192;
 pub const DEFAULT_MAX_BATCH: usize = 512;
 pub const DEFAULT_BLOCK_CACHE_MB: usize = 256;
-pub const DEFAULT_ROW_CACHE_MB: usize = 256;
+/// Charged what its rows really take (their table slots at the table's
+/// load: `shard::rows`), the row cache holds at 512 MiB what it held at
+/// 256 when a row was charged half of that.
+pub const DEFAULT_ROW_CACHE_MB: usize = 512;
 pub const DEFAULT_WRITE_BUFFER_MB: usize = 64;
 pub const DEFAULT_WRITE_BACK_MB: usize = 64;
 pub const DEFAULT_TICK_MS: u64 = 100;
@@ -115,11 +118,12 @@ pub struct Config {
 /// One setting for the node's memory, split by the rules below into the
 /// sizes of what it keeps: RocksDB's block cache (data, index and filter
 /// blocks) and memtables, the shards' row caches and writes held for
-/// write-back, the catalog's hot cache. What is left is headroom for what
-/// no setting sizes: connection buffers (bounded by
-/// `server.global_inflight_bytes`), the catalog's Bloom filters, purchase
-/// limits' key filters, hot service state (envelope books), the allocator's slack
-/// and the program itself. INFO's Memory section and `rush_memory_bytes`
+/// write-back, the catalog's hot cache. What no share sizes — the
+/// catalog's Bloom filters, purchase limits' key filters, hot service state
+/// (envelope books) — is taken from each shard's row cache, down to a
+/// quarter of its share (`Shard::publish_memory`). What is left is headroom
+/// for connection buffers (bounded by `server.global_inflight_bytes`), the
+/// allocator's slack and the program itself. INFO's Memory section and `rush_memory_bytes`
 /// show what each part holds (`memory.rs`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]

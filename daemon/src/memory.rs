@@ -69,24 +69,45 @@ impl Part {
     }
 }
 
+/// The parts no share of the budget sizes: they grow with the data (the
+/// filters) or with what is in use (hot state). Under a budget, a shard's
+/// row cache yields what they hold.
+pub const UNSIZED: [Part; 3] = [Part::CatalogFilters, Part::HotState, Part::KeyFilters];
+
+const PARTS: usize = Part::ALL.len();
+
 /// What one shard's parts hold (bytes), as a shard and its services add
-/// them up at a tick.
+/// them up at a tick, and the limits the shard sets itself (the row cache's,
+/// which yields to what no share sizes).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Use([u64; Part::ALL.len()]);
+pub struct Use {
+    held: [u64; PARTS],
+    /// 0: the part's limit is its setting's.
+    limits: [u64; PARTS],
+}
 
 impl Use {
     pub fn add(&mut self, part: Part, bytes: usize) {
-        self.0[part.index()] += bytes as u64;
+        self.held[part.index()] += bytes as u64;
     }
 
     pub fn get(&self, part: Part) -> u64 {
-        self.0[part.index()]
+        self.held[part.index()]
+    }
+
+    /// The part may hold `bytes` on this shard now.
+    pub fn set_limit(&mut self, part: Part, bytes: usize) {
+        self.limits[part.index()] = bytes as u64;
+    }
+
+    pub fn limit(&self, part: Part) -> u64 {
+        self.limits[part.index()]
     }
 }
 
 #[repr(align(64))]
 #[derive(Default)]
-struct Cells([AtomicU64; Part::ALL.len()]);
+struct Cells([AtomicU64; 2 * PARTS]);
 
 /// Each shard's last published [`Use`], one cache line per shard.
 pub struct ShardMemory {
@@ -103,7 +124,8 @@ impl ShardMemory {
     /// Shard `shard`'s parts hold `now` (its thread only).
     pub fn publish(&self, shard: usize, now: &Use) {
         if let Some(cells) = self.shards.get(shard) {
-            for (cell, bytes) in cells.0.iter().zip(now.0) {
+            let values = now.held.iter().chain(&now.limits);
+            for (cell, &bytes) in cells.0.iter().zip(values) {
                 cell.store(bytes, Ordering::Relaxed);
             }
         }
@@ -113,7 +135,8 @@ impl ShardMemory {
     fn total(&self) -> Use {
         let mut sum = Use::default();
         for cells in self.shards.iter() {
-            for (s, cell) in sum.0.iter_mut().zip(&cells.0) {
+            let sums = sum.held.iter_mut().chain(sum.limits.iter_mut());
+            for (s, cell) in sums.zip(&cells.0) {
                 *s += cell.load(Ordering::Relaxed);
             }
         }
@@ -149,6 +172,10 @@ pub fn report(config: &Config, storage: &Storage, shards: &ShardMemory) -> Repor
     let n = shards.shards.len() as u64;
     let held = shards.total();
     let limit = |part| -> Option<u64> {
+        if held.limit(part) > 0 {
+            // The shards set it themselves.
+            return Some(held.limit(part));
+        }
         match part {
             Part::BlockCache => Some(s.block_cache_mb as u64 * MIB),
             Part::Memtables => {
@@ -234,10 +261,18 @@ mod tests {
         m.publish(1, &b);
         let total = m.total();
         assert_eq!(total.get(Part::RowCache), 121);
+        assert_eq!(total.limit(Part::RowCache), 0, "no shard set one");
         assert_eq!(total.get(Part::CatalogCache), 7);
         assert_eq!(total.get(Part::HotState), 0);
         // A shard that doesn't exist publishes nothing (and doesn't panic).
         m.publish(9, &a);
+        assert_eq!(m.total().get(Part::RowCache), 121);
+        // Limits the shards set are summed too.
+        a.set_limit(Part::RowCache, 1000);
+        b.set_limit(Part::RowCache, 24);
+        m.publish(0, &a);
+        m.publish(1, &b);
+        assert_eq!(m.total().limit(Part::RowCache), 1024);
         assert_eq!(m.total().get(Part::RowCache), 121);
     }
 

@@ -80,25 +80,28 @@ impl ShardService for Envelopes {
         self.dispatch(req, cx.now, cx.txn, cx.segments)
     }
 
-    /// The books and held expiries in memory, estimated from their tables'
-    /// sizes, a grab's user key counted at [`USER_KEY_ESTIMATE`] bytes. The
-    /// books are measured on a sample of [`MEMORY_SAMPLE`] envelopes and
-    /// scaled up: it runs at every tick, and walking 100,000 cached
-    /// envelopes each time took more CPU than the grabs (bench/results/NOTES.md).
+    /// The books and held expiries in memory: the tables' allocations, and
+    /// what each book holds on the heap (its grabs' table, their user keys
+    /// counted at [`USER_KEY_ESTIMATE`] bytes, the sender). The books' heap
+    /// is measured on a sample of [`MEMORY_SAMPLE`] envelopes and scaled
+    /// up: it runs at every tick, and walking 100,000 cached envelopes each
+    /// time took more CPU than the grabs (bench/results/NOTES.md). (Counted
+    /// by entries rather than by the tables' allocations, the books took
+    /// twice what they were counted at: bench/results/NOTES.md.)
     fn memory(&self, into: &mut crate::memory::Use) {
-        let grab = std::mem::size_of::<(Box<[u8]>, GrabRecord)>() + USER_KEY_ESTIMATE;
-        let sampled: usize = self
-            .cache
-            .values()
-            .take(MEMORY_SAMPLE)
-            .map(|live| std::mem::size_of::<(u64, Live)>() + live.grabs.capacity() * grab)
-            .sum();
-        let n = self.cache.len();
-        let books = if n <= MEMORY_SAMPLE {
-            sampled
-        } else {
-            sampled / MEMORY_SAMPLE * n
+        let heap = |live: &Live| {
+            live.grabs.allocation_size()
+                + live.grabs.len() * USER_KEY_ESTIMATE
+                + live.rec.sender.len()
         };
+        let sampled: usize = self.cache.values().take(MEMORY_SAMPLE).map(heap).sum();
+        let n = self.cache.len();
+        let books = self.cache.allocation_size()
+            + if n <= MEMORY_SAMPLE {
+                sampled
+            } else {
+                sampled / MEMORY_SAMPLE * n
+            };
         let expiries = self.expiries.len() * expiries::ENTRY_BYTES;
         into.add(crate::memory::Part::HotState, books + expiries);
     }

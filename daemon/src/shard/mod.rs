@@ -210,6 +210,10 @@ pub struct Shard {
     segments: Segments,
     /// Hot storage values (see `rows`); lent to each pass's `Txn`.
     rows: rows::RowCache,
+    /// The row cache's share of the node's memory; under a memory budget it
+    /// yields what the shard's filters and hot state hold
+    /// ([`Shard::publish_memory`]).
+    row_share: usize,
     /// The keys a read buffer's frames will read; lent to each pass's `Txn`.
     ahead: txn::ReadAhead,
     /// The shard's own log (`storage.commit = "log"`); `None` when passes
@@ -281,6 +285,7 @@ pub fn create(id: usize, ctx: ShardContext) -> std::io::Result<(ShardHandle, Sha
         crate::config::Commit::Direct => (None, None, None),
     };
     let pending_budget = pending.as_ref().map_or(0, pending::Pending::budget);
+    let row_share = (ctx.config.storage.row_cache_mb << 20) / shards.max(1);
     let shard = Shard {
         id,
         log,
@@ -292,10 +297,8 @@ pub fn create(id: usize, ctx: ShardContext) -> std::io::Result<(ShardHandle, Sha
         services,
         by_service,
         segments: Segments::default(),
-        rows: rows::RowCache::new(
-            (ctx.config.storage.row_cache_mb << 20) / shards.max(1),
-            pending_budget,
-        ),
+        rows: rows::RowCache::new(row_share, pending_budget),
+        row_share,
         ahead: txn::ReadAhead::default(),
         lanes: Lanes::default(),
         mailbox,
@@ -599,17 +602,29 @@ impl Shard {
         }
     }
 
-    /// What this shard keeps in memory, for INFO and /metrics.
-    fn publish_memory(&self) {
+    /// What this shard keeps in memory, for INFO and /metrics. Under a
+    /// memory budget, the row cache then yields what no share sizes — the
+    /// shard's filters and hot state — down to a quarter of its share.
+    fn publish_memory(&mut self) {
         use crate::memory::{Part, Use};
         let mut now = Use::default();
-        now.add(Part::RowCache, self.rows.bytes());
         if let Some(p) = &self.pending {
             now.add(Part::WriteBack, p.held_bytes());
         }
         for s in &self.services {
             s.memory(&mut now);
         }
+        if self.ctx.config.memory.budget_mb > 0 {
+            let unbudgeted: u64 = crate::memory::UNSIZED.iter().map(|&p| now.get(p)).sum();
+            let yielded = usize::try_from(unbudgeted).unwrap_or(usize::MAX);
+            let cap = self
+                .row_share
+                .saturating_sub(yielded)
+                .max(self.row_share / 4);
+            self.rows.set_cap(cap);
+            now.set_limit(Part::RowCache, cap);
+        }
+        now.add(Part::RowCache, self.rows.bytes());
         self.ctx.metrics.shard_memory.publish(self.id, &now);
     }
 

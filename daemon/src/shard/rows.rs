@@ -44,11 +44,23 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 use smallvec::SmallVec;
 use std::hash::BuildHasher;
 
-/// Per-entry bookkeeping the byte budget counts on top of key and value:
-/// a table slot is an inline key (40 bytes) and a row (48), plus a control
-/// byte and the table's spare room, of which the key's own length is
-/// already counted.
-const ENTRY_OVERHEAD: usize = 64;
+/// A table slot: the inline key and the row, and the slot's control byte.
+const SLOT_BYTES: usize = std::mem::size_of::<(Key, Row)>() + 1;
+
+/// What a row costs beyond its value's bytes and a long key's: its slot at
+/// the table's load once it turns over. A turnover leaves the dropped rows'
+/// slots as tombstones, and hashbrown grows a table whose live rows fill
+/// more than half of it when the tombstones use up its room; so a table
+/// that has turned over is at most half full, and a row comes with more
+/// than a spare slot (2.29 slots per row in a cache at its budget).
+/// (Charged 64 bytes, a row's real cost was about twice its charge: at
+/// 768 MiB, two shards' tables took 187 MiB where the cache counted 60,
+/// bench/results/NOTES.md.)
+const ENTRY_OVERHEAD: usize = SLOT_BYTES * 9 / 4;
+
+/// What a value costs beyond its bytes: its reference count and length
+/// (`storage::inline`), and the allocator's rounding to a size class.
+const VALUE_OVERHEAD: usize = inline::HEAD + 12;
 
 /// The entry size the table is reserved for at first. Growing a table from
 /// empty rehashes every entry at each doubling and faults in fresh pages,
@@ -111,8 +123,10 @@ pub struct RowCache {
     pub misses: u64,
 }
 
+/// What a row is charged: its slot, a key too long to sit in it, its value.
 fn size(key: &[u8], value: &Option<Bytes>) -> usize {
-    key.len() + value.as_ref().map_or(0, Bytes::len) + ENTRY_OVERHEAD
+    let spilled = if key.len() > INLINE_KEY { key.len() } else { 0 };
+    ENTRY_OVERHEAD + spilled + value.as_ref().map_or(0, |v| v.len() + VALUE_OVERHEAD)
 }
 
 impl RowCache {
@@ -458,6 +472,19 @@ impl RowCache {
         });
         self.young = young.wrapping_add(1);
         self.old_bytes = std::mem::take(&mut self.young_bytes) + kept_dirty;
+        // Pending writes are held whatever the budget says, so a burst of
+        // them may have grown the table far past what the budget holds:
+        // give that back (a rehash of what is left, only after a burst).
+        // (The most rows the budget holds is when their values are empty;
+        // a table that turns over has room for about twice its rows, see
+        // `ENTRY_OVERHEAD`, so a table with room for three times what it
+        // needs is left from a burst.)
+        let need = self.rows.len().max(self.cap / ENTRY_OVERHEAD);
+        if self.rows.capacity() > 3 * need {
+            let hasher = &self.hasher;
+            self.rows
+                .shrink_to(need * 3 / 2, |(k, _)| hasher.hash_one(k.as_slice()));
+        }
     }
 
     /// Forget every clean row (pending writes stay).
@@ -486,9 +513,24 @@ impl RowCache {
         self.old_bytes = old_bytes;
     }
 
-    /// Approximate bytes held.
-    pub fn bytes(&self) -> usize {
+    /// What the rows are charged (what the budget bounds).
+    fn charged(&self) -> usize {
         self.young_bytes + self.old_bytes
+    }
+
+    /// Bytes held: the rows' charge, and the table's slots beyond it (a
+    /// table a burst of pending writes grew stays that large until a
+    /// turnover finds it mostly empty).
+    pub fn bytes(&self) -> usize {
+        let spare = (self.rows.allocation_size()).saturating_sub(self.rows.len() * ENTRY_OVERHEAD);
+        self.charged() + spare
+    }
+
+    /// The budget for clean rows is now `cap_bytes`: the shard's share
+    /// less what its filters and hot state hold (`Shard::publish_memory`).
+    pub fn set_cap(&mut self, cap_bytes: usize) {
+        self.cap = cap_bytes;
+        self.age_if_full();
     }
 }
 
@@ -545,7 +587,7 @@ mod tests {
             "a key in use stays"
         );
         assert_eq!(c.get(&0u32.to_be_bytes()), None, "an unused one ages out");
-        assert!(c.bytes() <= 16 * 1024 + 1024);
+        assert!(c.charged() <= 16 * 1024 + 1024);
         c.clear();
         assert_eq!(c.get(b"k"), None);
     }
@@ -558,7 +600,7 @@ mod tests {
     #[test]
     fn a_working_set_under_four_fifths_of_the_budget_stays_whole() {
         let cap = 100 * 1024;
-        let entry = 4 + 36 + ENTRY_OVERHEAD;
+        let entry = size(&0u32.to_be_bytes(), &Some(Bytes::from(vec![0; 36])));
         let keys = (cap * 3 / 4 / entry) as u32;
         let mut c = RowCache::new(cap, 0);
         for i in 0..keys {
@@ -578,26 +620,89 @@ mod tests {
                 c.insert(&i.to_be_bytes(), Some(Bytes::from(vec![0; 36])));
                 let _ = c.get(&(i / 2).to_be_bytes());
                 assert!(
-                    c.bytes() <= cap + entry,
+                    c.charged() <= cap + entry,
                     "{min_generation}: {} bytes",
-                    c.bytes()
+                    c.charged()
                 );
             }
             assert!(c.young > 3, "it turned over");
         }
     }
 
+    /// What the cache reports is about what its table and values take, and
+    /// what it takes stays about within its budget.
+    #[test]
+    fn the_charge_is_what_the_table_and_the_values_take() {
+        let cap = 4 << 20;
+        for len in [8, 40, 200] {
+            let mut c = RowCache::new(cap, 0);
+            let value = vec![7u8; len];
+            for i in 0..200_000u32 {
+                c.insert(&i.to_be_bytes(), Some(inline::copy(&value)));
+            }
+            let values: usize = c
+                .rows
+                .iter()
+                .map(|(_, r)| {
+                    r.value
+                        .as_ref()
+                        .map_or(0, |v| (v.len() + inline::HEAD).next_multiple_of(16))
+                })
+                .sum();
+            let real = c.rows.allocation_size() + values;
+            let reported = c.bytes();
+            assert!(
+                reported * 4 >= real * 3 && reported * 3 <= real * 4,
+                "{len}-byte values: reported {reported}, real {real}"
+            );
+            assert!(
+                real <= cap * 5 / 4,
+                "{len}-byte values: {real} bytes in a {cap}-byte cache"
+            );
+        }
+    }
+
+    /// Pending writes are held past the budget; once landed, the table they
+    /// grew is given back at a turnover.
+    #[test]
+    fn a_table_grown_by_pending_writes_shrinks_once_they_land() {
+        let cap = 256 * 1024;
+        let mut c = RowCache::new(cap, 0);
+        let v = Some(Bytes::from_static(b"0123456789"));
+        for i in 0..50_000u32 {
+            let k = i.to_be_bytes();
+            c.write(c.hash(&k), &k, v.clone(), 1, |_, _, _| i);
+        }
+        assert!(
+            c.rows.allocation_size() > 8 * cap,
+            "every pending write is held"
+        );
+        assert!(c.bytes() >= c.rows.allocation_size());
+        c.landed(1);
+        for i in 0..50_000u32 {
+            c.insert(&(i + 1_000_000).to_be_bytes(), v.clone());
+        }
+        // (A table is kept large enough for as many rows as the budget
+        // holds with no values at all.)
+        assert!(
+            c.rows.allocation_size() <= 2 * cap,
+            "{} bytes of table left",
+            c.rows.allocation_size()
+        );
+        assert!(c.bytes() <= 2 * cap, "{} bytes held", c.bytes());
+    }
+
     #[test]
     fn bytes_follow_replacements_removals_and_aging() {
         let mut c = RowCache::new(64 * 1024, 0);
-        let entry = |k: &[u8], v: usize| k.len() + v + ENTRY_OVERHEAD;
+        let entry = |k: &[u8], v: usize| size(k, &Some(Bytes::from(vec![0; v])));
         c.insert(b"a", Some(Bytes::from(vec![0; 10])));
         c.insert(b"b", None);
-        assert_eq!(c.bytes(), entry(b"a", 10) + entry(b"b", 0));
+        assert_eq!(c.charged(), entry(b"a", 10) + size(b"b", &None));
         c.insert(b"a", Some(Bytes::from(vec![0; 3])));
         c.remove(b"b");
         assert_eq!(
-            c.bytes(),
+            c.charged(),
             entry(b"a", 3),
             "a replaced value and a removed key leave"
         );
@@ -618,7 +723,7 @@ mod tests {
         assert_eq!(c.get(&0u32.to_be_bytes()), None);
         let held: usize = c.rows.iter().map(|(k, r)| size(k, &r.value)).sum();
         assert_eq!(
-            c.bytes(),
+            c.charged(),
             held,
             "the generations' bytes are what the table holds"
         );
@@ -668,7 +773,7 @@ mod tests {
             }
             assert_eq!(c.get(b"p"), None, "a landed write ages out like any row");
             let held: usize = c.rows.iter().map(|(k, r)| size(k, &r.value)).sum();
-            assert_eq!(c.bytes(), held, "cap {cap}");
+            assert_eq!(c.charged(), held, "cap {cap}");
         }
     }
 
@@ -699,7 +804,7 @@ mod tests {
             "the book, written with the record, outlives it"
         );
         let held: usize = c.rows.iter().map(|(k, r)| size(k, &r.value)).sum();
-        assert_eq!(c.bytes(), held);
+        assert_eq!(c.charged(), held);
     }
 
     #[test]

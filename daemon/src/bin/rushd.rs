@@ -15,13 +15,15 @@ use std::path::PathBuf;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// How long mimalloc keeps freed memory before giving it back to the
-/// kernel, unless `MIMALLOC_PURGE_DELAY` says otherwise. Its default (1 s)
-/// is shorter than a memtable's life: each new memtable arena, and the maps
-/// a burst of writes grows, faulted fresh pages in that the kernel had to
-/// zero first — 23 % of rushd's CPU on kv-incr (`clear_page_erms`); kept
-/// 10 s, kv-incr took 10–22 % less CPU per op (bench/results/NOTES.md).
-/// jemalloc, under Redis, keeps dirty pages 10 s by default as well.
-const PURGE_DELAY_MS: std::ffi::c_long = 10_000;
+/// kernel, unless `MIMALLOC_PURGE_DELAY` says otherwise. Kept 10 s, freed
+/// memory was up to 140 MiB of a 768 MiB node's resident memory (envelopes
+/// at 1M), and the CPU it saved is gone: it was memtable arenas faulted in
+/// afresh (23 % of kv-incr's CPU in `clear_page_erms` then), and with
+/// `commit = "log"` writes no longer go through memtables. 1 s against
+/// 10 s: kv-incr 1.81 against 1.91 µs/op, kv-set 2.48 against 2.35 (one
+/// outlier round; 2 of 3 rounds faster), resident memory 50–140 MiB lower
+/// (bench/results/NOTES.md).
+const PURGE_DELAY_MS: std::ffi::c_long = 1_000;
 
 /// `mi_option_purge_delay` in mimalloc's `mi_option_t` (include/mimalloc.h);
 /// the Rust bindings name no constant for it.

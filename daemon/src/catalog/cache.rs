@@ -23,6 +23,7 @@ use crate::storage::keys::CatalogKey;
 use bytes::Bytes;
 use hashbrown::HashTable;
 use rush_protocol::cmd::RecordSet;
+use smallvec::SmallVec;
 
 /// What a cache entry is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,38 +43,55 @@ impl<'a> From<CatalogKey<'a>> for Item<'a> {
 }
 
 /// An owned [`Item`]: copies of the bytes, so an entry never pins a
-/// request's frame.
+/// request's frame. An owner's key sits in the entry when it is short (most
+/// are), an alias's pair behind a box (few are cached): the key costs no
+/// allocation of its own and the entry stays small (bench/results/NOTES.md).
 #[derive(Debug, Clone)]
 enum Key {
-    Owner(Bytes),
-    Alias { kind: Bytes, alias: Bytes },
+    Owner(SmallVec<[u8; INLINE_OWNER]>),
+    Alias(Box<(Bytes, Bytes)>),
 }
+
+/// Owner keys up to this long are held in the entry.
+const INLINE_OWNER: usize = 24;
 
 impl Key {
     fn of(item: Item) -> Key {
         match item {
-            Item::Owner(o) => Key::Owner(Bytes::copy_from_slice(o)),
-            Item::Alias { kind, alias } => Key::Alias {
-                kind: Bytes::copy_from_slice(kind),
-                alias: Bytes::copy_from_slice(alias),
-            },
+            Item::Owner(o) => Key::Owner(SmallVec::from_slice(o)),
+            Item::Alias { kind, alias } => Key::Alias(Box::new((
+                Bytes::copy_from_slice(kind),
+                Bytes::copy_from_slice(alias),
+            ))),
         }
     }
 
     fn is(&self, item: Item) -> bool {
         match (self, item) {
-            (Key::Owner(a), Item::Owner(b)) => a.as_ref() == b,
-            (Key::Alias { kind, alias }, Item::Alias { kind: k, alias: a }) => {
-                kind.as_ref() == k && alias.as_ref() == a
+            (Key::Owner(a), Item::Owner(b)) => a.as_slice() == b,
+            (Key::Alias(pair), Item::Alias { kind: k, alias: a }) => {
+                pair.0.as_ref() == k && pair.1.as_ref() == a
             }
             _ => false,
         }
     }
 
-    fn len(&self) -> usize {
+    fn item(&self) -> Item<'_> {
         match self {
-            Key::Owner(o) => o.len(),
-            Key::Alias { kind, alias } => kind.len() + alias.len(),
+            Key::Owner(o) => Item::Owner(o),
+            Key::Alias(pair) => Item::Alias {
+                kind: &pair.0,
+                alias: &pair.1,
+            },
+        }
+    }
+
+    /// Bytes the key holds outside the entry.
+    fn heap_len(&self) -> usize {
+        match self {
+            Key::Owner(o) if o.spilled() => o.len(),
+            Key::Owner(_) => 0,
+            Key::Alias(pair) => std::mem::size_of::<(Bytes, Bytes)>() + pair.0.len() + pair.1.len(),
         }
     }
 }
@@ -98,15 +116,15 @@ impl Cached {
     }
 }
 
-/// Memory of an entry beyond its payload bytes: slab slot, index slot,
-/// `Bytes` headers. An estimate; the budget is approximate by that much and
-/// no more.
-const ENTRY_OVERHEAD: usize = 160;
+/// Memory of an entry beyond its payload bytes: its slab slot, its index
+/// slot (4 bytes and a control byte, at most 7/8 full), and the header of
+/// the value's buffer.
+const ENTRY_OVERHEAD: usize = std::mem::size_of::<Option<Entry>>() + 8 + 16;
 
 /// Approximate bytes an entry holds.
 fn entry_bytes(key: &Key, value: &Cached) -> usize {
     ENTRY_OVERHEAD
-        + key.len()
+        + key.heap_len()
         + match value {
             Cached::Records(recs) => recs.wire().len(),
             Cached::Alias(owner) => owner.as_ref().map_or(0, |o| o.len()),
@@ -120,7 +138,6 @@ pub struct Entry {
     pub value: Cached,
     expires_at: u64,
     referenced: bool,
-    bytes: usize,
     /// The shard's group number when a storage read filled this entry (0 for
     /// writes and warm-up): a hit in the same group was a single-flight join.
     pub loaded_group: u64,
@@ -238,7 +255,6 @@ impl HotCache {
             // Unreferenced until used again: a one-off lookup (a scan of
             // cold owners) is the first to go.
             referenced: false,
-            bytes,
             loaded_group,
         };
         let i = match self.free.pop() {
@@ -266,10 +282,7 @@ impl HotCache {
     pub fn retain(&mut self, mut keep: impl FnMut(Item) -> bool) {
         for i in 0..self.slab.len() {
             let drop = match &self.slab[i] {
-                Some(e) => !keep(match &e.key {
-                    Key::Owner(o) => Item::Owner(o),
-                    Key::Alias { kind, alias } => Item::Alias { kind, alias },
-                }),
+                Some(e) => !keep(e.key.item()),
                 None => false,
             };
             if drop {
@@ -294,7 +307,7 @@ impl HotCache {
         if let Ok(found) = self.index.find_entry(e.hash, |&j| j == i) {
             found.remove();
         }
-        self.bytes -= e.bytes;
+        self.bytes -= entry_bytes(&e.key, &e.value);
         self.free.push(i);
     }
 
@@ -392,8 +405,12 @@ mod tests {
                 );
             }
         }
-        assert!(ev.get() > 400, "evicted {}", ev.get());
-        assert!(c.len() < 100);
+        assert_eq!(
+            ev.get() as usize + c.len(),
+            names.len(),
+            "each one held or evicted"
+        );
+        assert!(c.len() * ENTRY_OVERHEAD <= 16 * 1024, "{} held", c.len());
     }
 
     #[test]
@@ -407,6 +424,51 @@ mod tests {
         assert!(c.get(h("a"), Item::Owner(b"a"), 4_999).is_some());
         assert!(c.get(h("a"), Item::Owner(b"a"), 10_000).is_none());
         assert_eq!(c.bytes(), 0);
+    }
+
+    /// An owner's key sits in its entry, and the entry is smaller than two
+    /// cache lines (it was 160 bytes and a key allocation: a 256 MiB cache
+    /// held three quarters of a million bench owners).
+    #[test]
+    fn entries_are_compact_and_charged_what_they_hold() {
+        assert!(std::mem::size_of::<Option<Entry>>() <= 120);
+        let mut c = HotCache::new(1 << 20, 1_000, 0.0, counter());
+        let owner = Item::Owner(b"owner-1234567");
+        let value = recs(3);
+        let Cached::Records(set) = &value else {
+            unreachable!()
+        };
+        let wire = set.wire().len();
+        assert!(c.insert(h("o"), owner, value, 0, 0));
+        assert_eq!(
+            c.bytes(),
+            ENTRY_OVERHEAD + wire,
+            "a short key costs nothing more"
+        );
+        let long = [b'x'; 40];
+        assert!(c.insert(h("l"), Item::Owner(&long), recs(3), 0, 0));
+        assert_eq!(
+            c.bytes(),
+            2 * (ENTRY_OVERHEAD + wire) + 40,
+            "a long one is counted"
+        );
+        let alias = Item::Alias {
+            kind: b"phone",
+            alias: b"555",
+        };
+        assert!(c.insert(
+            h("a"),
+            alias,
+            Cached::Alias(Some(Bytes::from_static(b"o"))),
+            0,
+            0
+        ));
+        assert!(c.get(h("a"), alias, 0).is_some());
+        c.retain(|item| item != owner);
+        assert_eq!(c.len(), 2);
+        assert!(c.get(h("o"), owner, 0).is_none());
+        c.retain(|_| false);
+        assert_eq!(c.bytes(), 0, "every entry's charge is given back");
     }
 
     #[test]

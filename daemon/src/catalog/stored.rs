@@ -105,9 +105,10 @@ impl Catalog {
                     payload_len(&value)
                 )));
             }
-            // Cache the stored value's own bytes (one buffer) rather than
-            // records that point into request frames and older sets.
-            let value = Bytes::from(value);
+            // Cache the stored value's own bytes (one buffer, its count
+            // inline: `storage::inline`) rather than records that point
+            // into request frames and older sets.
+            let value = crate::storage::inline::copy(&value);
             let compact = decode_records(value.clone())?;
             txn.put(key, value);
             self.bloom_insert(hash);

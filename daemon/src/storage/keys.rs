@@ -432,7 +432,6 @@ pub fn slot_range(slot: u16) -> (Vec<u8>, Vec<u8>) {
     (start, end)
 }
 
-/// `[start, end)` covering one keyspace of one slot.
 /// Keys written once and seldom read back: an order's record is read
 /// only by a replay or a release of that order. The row cache keeps such a
 /// write as one of its oldest rows, the first to go once it has landed,
@@ -441,6 +440,7 @@ pub fn written_cold(key: &[u8]) -> bool {
     key.get(PREFIX_LEN - 1) == Some(&ks::LIMIT_ORDER)
 }
 
+/// `[start, end)` covering one keyspace of one slot.
 pub fn keyspace_range(slot: u16, keyspace: u8) -> (Vec<u8>, Vec<u8>) {
     let start = KeyBuf::new(slot, keyspace).build();
     let end = match keyspace.checked_add(1) {

@@ -145,7 +145,8 @@ impl ShardMemory {
 }
 
 /// One part: what it holds, and what it may hold (`None`: no setting sizes
-/// it; it is in the budget's headroom).
+/// it; under a budget the row caches yield what it holds, see [`UNSIZED`]).
+/// The row cache's limit is the one its shards set after yielding.
 #[derive(Clone, Copy, Debug)]
 pub struct Row {
     pub part: Part,

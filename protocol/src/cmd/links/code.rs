@@ -103,12 +103,25 @@ impl std::fmt::Display for Code {
     }
 }
 
+/// Each byte's base62 value, [`NOT_A_DIGIT`] for the rest: a code's digits
+/// are random, so a table lookup where a range match mispredicts a branch
+/// per character (a resolve's code is read this way to route it and again
+/// to find its record).
+const DIGITS: [u8; 256] = {
+    let mut t = [NOT_A_DIGIT; 256];
+    let mut i = 0;
+    while i < ALPHABET.len() {
+        t[ALPHABET[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+};
+const NOT_A_DIGIT: u8 = u8::MAX;
+
 fn digit(b: u8) -> Option<u64> {
-    match b {
-        b'0'..=b'9' => Some(u64::from(b - b'0')),
-        b'A'..=b'Z' => Some(u64::from(b - b'A') + 10),
-        b'a'..=b'z' => Some(u64::from(b - b'a') + 36),
-        _ => None,
+    match DIGITS[usize::from(b)] {
+        NOT_A_DIGIT => None,
+        d => Some(u64::from(d)),
     }
 }
 
@@ -204,6 +217,14 @@ mod tests {
         let b = Code::generated(3, 6, 100);
         assert!(a.as_bytes() < b.as_bytes());
         assert!(ALPHABET.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn every_byte_reads_as_its_base62_digit_or_none() {
+        for b in 0..=u8::MAX {
+            let expected = ALPHABET.iter().position(|&a| a == b).map(|d| d as u64);
+            assert_eq!(digit(b), expected, "byte {b}");
+        }
     }
 
     #[test]

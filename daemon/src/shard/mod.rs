@@ -615,8 +615,9 @@ impl Shard {
             s.memory(&mut now);
         }
         if self.ctx.config.memory.budget_mb > 0 {
-            let unbudgeted: u64 = crate::memory::UNSIZED.iter().map(|&p| now.get(p)).sum();
-            let yielded = usize::try_from(unbudgeted).unwrap_or(usize::MAX);
+            // What the parts no share sizes hold, given up by the row cache.
+            let unsized_parts: u64 = crate::memory::UNSIZED.iter().map(|&p| now.get(p)).sum();
+            let yielded = usize::try_from(unsized_parts).unwrap_or(usize::MAX);
             let cap = self
                 .row_share
                 .saturating_sub(yielded)

@@ -39,7 +39,7 @@ impl Links {
             ttl_ms: rec.ttl_ms,
             visits: stats.total,
             last_visit: stats.last_visit,
-            daily: stats.days,
+            daily: stats.days.into_vec(),
         }))
     }
 }

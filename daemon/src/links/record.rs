@@ -105,13 +105,17 @@ impl LinkRecord {
     }
 }
 
+/// (unix day, visits): almost always one or two days, held inline (a
+/// visit's counter and its merge operand allocate nothing for them).
+pub type Days = smallvec::SmallVec<[(u32, u64); 2]>;
+
 /// Visit statistics: `u64 total, u64 last visit, u8 n, n × (u32 day, u64)`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
     pub total: u64,
     pub last_visit: u64,
-    /// (unix day, visits), oldest first, at most [`STATS_DAYS`] days.
-    pub days: Vec<(u32, u64)>,
+    /// Oldest first, at most [`STATS_DAYS`] days.
+    pub days: Days,
 }
 
 impl Stats {
@@ -153,6 +157,12 @@ impl Stats {
 
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(17 + 12 * self.days.len());
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// [`Stats::encode`], appended to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.total.to_be_bytes());
         out.extend_from_slice(&self.last_visit.to_be_bytes());
         out.push(self.days.len().min(u8::MAX as usize) as u8);
@@ -160,7 +170,6 @@ impl Stats {
             out.extend_from_slice(&d.to_be_bytes());
             out.extend_from_slice(&n.to_be_bytes());
         }
-        out
     }
 
     pub fn decode(payload: &[u8]) -> Result<Stats, Corrupt> {
@@ -168,7 +177,7 @@ impl Stats {
         let total = p.u64()?;
         let last_visit = p.u64()?;
         let n = p.u8()? as usize;
-        let mut days = Vec::with_capacity(n);
+        let mut days = Days::with_capacity(n);
         for _ in 0..n {
             let d = p.u32()?;
             days.push((d, p.u64()?));

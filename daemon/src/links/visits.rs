@@ -15,7 +15,7 @@
 //! Bounded memory: past [`MAX_PENDING`] distinct codes between two ticks, a
 //! visit to a new code is merged into storage at once instead.
 
-use super::record::Stats;
+use super::record::{Days, Stats};
 use crate::kv::storage_error;
 use crate::shard::txn::Txn;
 use crate::storage::keys;
@@ -38,7 +38,7 @@ pub struct Pending {
     pub count: u64,
     pub last: u64,
     /// (day, visits); almost always one day.
-    pub days: Vec<(u32, u64)>,
+    pub days: Days,
     /// The link's expiry as of its last visit (its statistics expire with it).
     pub expires_at: u64,
 }
@@ -64,11 +64,18 @@ impl Pending {
     }
 }
 
+/// A code as a counter's key: a generated code (5–8 characters) and most
+/// aliases sit in the table's slot, so a probe compares them there.
+type CodeKey = smallvec::SmallVec<[u8; 16]>;
+
 #[derive(Default)]
 pub struct Visits {
     /// Code → visits since the last flush. Keyed by the code alone: it
     /// determines the slot.
-    pending: HashMap<Vec<u8>, Pending>,
+    pending: HashMap<CodeKey, Pending>,
+    /// A merge operand being built (reused: past [`MAX_PENDING`] codes,
+    /// every visit to a new code writes one).
+    operand: Vec<u8>,
 }
 
 impl Visits {
@@ -88,10 +95,10 @@ impl Visits {
         let mut p = Pending::default();
         p.add(now, expires_at);
         if self.pending.len() < MAX_PENDING {
-            self.pending.insert(code.to_vec(), p);
+            self.pending.insert(CodeKey::from_slice(code), p);
             Ok(())
         } else {
-            write(slot, code, &p, now, txn)
+            write(slot, code, &p, now, &mut self.operand, txn)
         }
     }
 
@@ -122,7 +129,7 @@ impl Visits {
     /// Merge every buffered counter into storage, one request per code.
     pub fn flush(&mut self, now: u64, txn: &mut Txn) {
         for (code, p) in self.pending.drain() {
-            let ok = write(link_slot(&code), &code, &p, now, txn);
+            let ok = write(link_slot(&code), &code, &p, now, &mut self.operand, txn);
             if let Err(e) = &ok {
                 tracing::warn!(code = %String::from_utf8_lossy(&code), error = %e, "visit statistics not written");
             }
@@ -168,12 +175,74 @@ pub fn store_stats(slot: u16, code: &[u8], stats: &Stats, expires_at: u64, txn: 
 
 /// Add `p`'s visits to the stored statistics without reading them: a
 /// merge operand (`storage::merge`), so a flush costs no read per link.
-fn write(slot: u16, code: &[u8], p: &Pending, now: u64, txn: &mut Txn) -> Result<(), RushError> {
+/// The operand is built in `operand` (a buffer kept between calls).
+fn write(
+    slot: u16,
+    code: &[u8],
+    p: &Pending,
+    now: u64,
+    operand: &mut Vec<u8>,
+    txn: &mut Txn,
+) -> Result<(), RushError> {
     let mut added = Stats::default();
     p.merge_into(&mut added, day_of(now));
-    txn.merge(
-        keys::link_stats(slot, code),
-        &value::encode(kind::LINK_STATS, p.expires_at, &added.encode()),
-    );
+    operand.clear();
+    value::put_header(operand, kind::LINK_STATS, p.expires_at);
+    added.encode_into(operand);
+    txn.merge(keys::link_stats(slot, code), operand);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::Storage;
+
+    /// Past the table's room every visit to a new code is a merge operand
+    /// of its own, built in the one reused buffer: each code's statistics
+    /// add up to its own visits.
+    #[test]
+    fn visits_past_the_table_merge_each_codes_own_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open_small(dir.path(), crate::config::Memtable::default());
+        let mut txn = Txn::new(&storage, 0);
+        let mut visits = Visits::default();
+        let now = 20 * DAY_MS + 1_000;
+        let mut visit = |code: &[u8], at: u64, txn: &mut Txn| {
+            visits
+                .record(link_slot(code), code, at, 0, txn)
+                .expect("a visit is counted");
+            txn.finish_request(true);
+        };
+        for i in 0..MAX_PENDING {
+            visit(format!("held{i}").as_bytes(), now, &mut txn);
+        }
+        let long = b"an-alias-longer-than-sixteen-bytes";
+        for (code, at) in [
+            (&b"Abc12"[..], now),
+            (long, now),
+            (b"Abc12", now + DAY_MS),
+            (b"Abc12", now + DAY_MS),
+        ] {
+            visit(code, at, &mut txn);
+        }
+        let (batch, sync) = txn.into_commit().unwrap();
+        storage.write(batch, sync).unwrap();
+
+        let txn = Txn::new(&storage, 0);
+        let short = load_stats(link_slot(b"Abc12"), b"Abc12", &txn).unwrap();
+        assert_eq!(short.total, 3);
+        assert_eq!(&short.days[..], &[(20, 1), (21, 2)]);
+        assert_eq!(short.last_visit, now + DAY_MS);
+        let alias = load_stats(link_slot(long), long, &txn).unwrap();
+        assert_eq!((alias.total, &alias.days[..]), (1, &[(20, 1)][..]));
+        // The held codes are not in storage until a flush.
+        assert_eq!(
+            load_stats(link_slot(b"held7"), b"held7", &txn)
+                .unwrap()
+                .total,
+            0
+        );
+        assert_eq!(visits.pending(b"held7").map(|p| p.count), Some(1));
+    }
 }

@@ -576,7 +576,7 @@ mod tests {
         let s = crate::links::record::Stats {
             total,
             last_visit: 0,
-            days: vec![(1, total)],
+            days: [(1, total)][..].into(),
         };
         value::encode(kind::LINK_STATS, 0, &s.encode())
     }

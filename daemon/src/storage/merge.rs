@@ -66,7 +66,7 @@ mod tests {
         let s = Stats {
             total,
             last_visit: last,
-            days: days.to_vec(),
+            days: days.into(),
         };
         value::encode(kind::LINK_STATS, expires_at, &s.encode())
     }

@@ -914,7 +914,7 @@ mod tests {
         let s = crate::links::record::Stats {
             total,
             last_visit: 0,
-            days: days.to_vec(),
+            days: days.into(),
         };
         value::encode(keys::kind::LINK_STATS, 0, &s.encode())
     }

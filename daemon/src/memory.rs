@@ -30,7 +30,8 @@ pub enum Part {
     CatalogCache,
     /// The catalog's Bloom filters (sized by the owners they hold).
     CatalogFilters,
-    /// Services' state kept in memory (envelope books and their grabs).
+    /// Services' state kept in memory (envelope books and their grabs,
+    /// links' visit counters not yet written).
     HotState,
     /// Key filters: which keys of a kind a shard may hold, so a read of one
     /// it certainly lacks reads nothing (purchase limits' books and orders;

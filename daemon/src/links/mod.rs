@@ -98,6 +98,10 @@ impl ShardService for Links {
         self.dispatch(req, cx.now, cx.slot, cx.txn, cx.segments)
     }
 
+    fn memory(&self, into: &mut crate::memory::Use) {
+        into.add(crate::memory::Part::HotState, self.visits.bytes());
+    }
+
     /// A resolve reads its link first.
     fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
         if opcode != Opcode::LinkResolve {

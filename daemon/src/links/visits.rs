@@ -102,6 +102,12 @@ impl Visits {
         }
     }
 
+    /// Bytes the counters hold: their table (codes longer than its slot's
+    /// room, and a counter's third day, are rare and not counted).
+    pub fn bytes(&self) -> usize {
+        self.pending.allocation_size() + self.operand.capacity()
+    }
+
     pub fn pending(&self, code: &[u8]) -> Option<&Pending> {
         self.pending.get(code)
     }
@@ -244,5 +250,7 @@ mod tests {
             0
         );
         assert_eq!(visits.pending(b"held7").map(|p| p.count), Some(1));
+        // What INFO counts as hot state: at least the table's slots.
+        assert!(visits.bytes() >= MAX_PENDING * std::mem::size_of::<(CodeKey, Pending)>());
     }
 }

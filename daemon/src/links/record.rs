@@ -107,7 +107,7 @@ impl LinkRecord {
 
 /// (unix day, visits): almost always one or two days, held inline (a
 /// visit's counter and its merge operand allocate nothing for them).
-pub type Days = smallvec::SmallVec<[(u32, u64); 2]>;
+pub type DayCounts = smallvec::SmallVec<[(u32, u64); 2]>;
 
 /// Visit statistics: `u64 total, u64 last visit, u8 n, n × (u32 day, u64)`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -115,7 +115,7 @@ pub struct Stats {
     pub total: u64,
     pub last_visit: u64,
     /// Oldest first, at most [`STATS_DAYS`] days.
-    pub days: Days,
+    pub days: DayCounts,
 }
 
 impl Stats {
@@ -177,7 +177,7 @@ impl Stats {
         let total = p.u64()?;
         let last_visit = p.u64()?;
         let n = p.u8()? as usize;
-        let mut days = Days::with_capacity(n);
+        let mut days = DayCounts::with_capacity(n);
         for _ in 0..n {
             let d = p.u32()?;
             days.push((d, p.u64()?));

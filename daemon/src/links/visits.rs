@@ -15,7 +15,7 @@
 //! Bounded memory: past [`MAX_PENDING`] distinct codes between two ticks, a
 //! visit to a new code is merged into storage at once instead.
 
-use super::record::{Days, Stats};
+use super::record::{DayCounts, Stats};
 use crate::kv::storage_error;
 use crate::shard::txn::Txn;
 use crate::storage::keys;
@@ -38,7 +38,7 @@ pub struct Pending {
     pub count: u64,
     pub last: u64,
     /// (day, visits); almost always one day.
-    pub days: Days,
+    pub days: DayCounts,
     /// The link's expiry as of its last visit (its statistics expire with it).
     pub expires_at: u64,
 }

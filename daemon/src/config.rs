@@ -108,6 +108,9 @@ pub struct Config {
     pub cluster: crate::cluster::ClusterConfig,
     /// The node's memory budget (sizes the caches and buffers above).
     pub memory: MemoryConfig,
+    /// This node as a replica of another (`replica_of`), and what a
+    /// primary keeps for its replicas.
+    pub replication: crate::replication::ReplicationConfig,
     pub debug: DebugConfig,
     /// Which of [`BUDGETED_SETTINGS`] the TOML file named (filled by
     /// [`Config::from_toml`]; a budget beside any of them is refused).

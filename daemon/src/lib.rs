@@ -61,6 +61,7 @@ pub mod limits;
 pub mod links;
 pub mod memory;
 pub mod metrics;
+pub mod replication;
 pub mod resp;
 pub mod segments;
 pub mod server;

@@ -334,6 +334,14 @@ commands! {
     0x74 "MIGRATE_ABORT" => MigrateAbort(MigrateAbort) -> bool, idempotent = true;
     /// Node to node: did an import commit?
     0x75 "MIGRATE_STATUS" => MigrateStatus(MigrateStatus) -> MigrationState, idempotent = true;
+    /// Replica to primary: start or continue reading a consistent snapshot.
+    0x78 "REPL_SNAPSHOT" => ReplSnapshot(ReplSnapshot) -> ReplSnapshotReply, idempotent = true;
+    /// Replica to primary: the committed writes after the replica's positions.
+    0x79 "REPL_FETCH" => ReplFetch(ReplFetch) -> ReplFetchReply, idempotent = true;
+    /// Role, primary, positions and lag.
+    0x7a "REPL_STATUS" => ReplStatus(ReplStatus) -> InfoReply, idempotent = true;
+    /// Make a replica a primary that takes writes.
+    0x7b "REPL_PROMOTE" => ReplPromote(ReplPromote) -> InfoReply, idempotent = true;
 
     // ── admin and test support ───────────────────────────────────────────
     /// Compact every shard's storage now (drops expired values).

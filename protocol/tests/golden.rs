@@ -738,6 +738,19 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("migrate-import-request", request(12, migrate_import())),
         (
+            "repl-fetch-request",
+            request(
+                13,
+                ReplFetch {
+                    run_id: 0x0102_0304_0506_0708,
+                    positions: vec![5, 0],
+                    meta_version: 3,
+                    max_bytes: 4 << 20,
+                    wait_ms: 1000,
+                },
+            ),
+        ),
+        (
             "error-tryagain",
             err_reply(0x10, 14, RushError::try_again(100)),
         ),

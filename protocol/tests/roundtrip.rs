@@ -464,6 +464,78 @@ fn cluster_op() -> impl Strategy<Value = Request> {
             .into()),
         (any::<u64>(), 0u16..16384).prop_map(|(id, slot)| MigrateAbort { id, slot }.into()),
         (any::<u64>(), 0u16..16384).prop_map(|(id, slot)| MigrateStatus { id, slot }.into()),
+        (any::<u64>(), any::<u32>()).prop_map(|(session, max_bytes)| ReplSnapshot {
+            session,
+            max_bytes
+        }
+        .into()),
+        (
+            any::<u64>(),
+            proptest::collection::vec(any::<u64>(), 0..4),
+            any::<u64>(),
+            any::<u32>(),
+            any::<u32>()
+        )
+            .prop_map(
+                |(run_id, positions, meta_version, max_bytes, wait_ms)| ReplFetch {
+                    run_id,
+                    positions,
+                    meta_version,
+                    max_bytes,
+                    wait_ms
+                }
+                .into()
+            ),
+        Just(ReplStatus {}.into()),
+        Just(ReplPromote {}.into()),
+    ]
+}
+
+/// Replies of the replication requests.
+fn replication_reply() -> impl Strategy<Value = Reply> {
+    let rows = || proptest::collection::vec((text(8), text(8)), 0..3);
+    prop_oneof![
+        (
+            any::<u64>(),
+            any::<u64>(),
+            proptest::collection::vec(any::<u64>(), 0..4),
+            proptest::collection::vec((any::<u16>(), bytes(8), bytes(16)), 0..3),
+            any::<bool>()
+        )
+            .prop_map(|(run_id, session, positions, pairs, done)| {
+                Reply::ReplSnapshot(ReplSnapshotReply {
+                    run_id,
+                    session,
+                    positions,
+                    pairs: pairs
+                        .into_iter()
+                        .map(|(family, key, value)| ReplPair { family, key, value })
+                        .collect(),
+                    done,
+                })
+            }),
+        (
+            proptest::collection::vec(any::<u64>(), 0..4),
+            proptest::collection::vec((any::<u16>(), any::<u64>(), bytes(16)), 0..3),
+            proptest::option::of((
+                any::<u64>(),
+                proptest::collection::vec((bytes(8), bytes(8)), 0..3)
+            )),
+            any::<u64>()
+        )
+            .prop_map(|(heads, records, meta, now_ms)| {
+                Reply::ReplFetch(ReplFetchReply {
+                    heads,
+                    records: records
+                        .into_iter()
+                        .map(|(shard, seq, body)| ReplRecord { shard, seq, body })
+                        .collect(),
+                    meta,
+                    now_ms,
+                })
+            }),
+        rows().prop_map(|rows| Reply::ReplStatus(InfoReply { rows })),
+        rows().prop_map(|rows| Reply::ReplPromote(InfoReply { rows })),
     ]
 }
 
@@ -835,6 +907,7 @@ fn any_reply() -> impl Strategy<Value = Reply> {
             Just(MigrationState::Committed)
         ]
         .prop_map(Reply::MigrateStatus),
+        replication_reply(),
     ]
 }
 

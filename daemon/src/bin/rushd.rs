@@ -96,6 +96,10 @@ struct Args {
     /// Cluster map file (`epoch`, `[[nodes]]` with `id`, `addr`, `slots`).
     #[arg(long, env = "RUSH_CLUSTER_MAP")]
     cluster_map: Option<PathBuf>,
+    /// Follow this primary (`host:port` of its protocol listener) as its
+    /// replica (`[replication] replica_of`).
+    #[arg(long, env = "RUSH_REPLICA_OF")]
+    replica_of: Option<String>,
     /// Log filter (tracing's EnvFilter syntax).
     #[arg(long, env = "RUSH_LOG", default_value = "info")]
     log: String,
@@ -168,6 +172,9 @@ fn main() -> anyhow::Result<()> {
     if let Some(v) = args.cluster_map {
         config.cluster.map_file = Some(v);
     }
+    if let Some(v) = args.replica_of {
+        config.replication.replica_of = v;
+    }
     if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
         config.tls.cert_file = Some(cert);
         config.tls.key_file = Some(key);
@@ -191,9 +198,18 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the I/O runtime")?;
-    runtime.block_on(async {
-        let running = rush_daemon::start(config, Clock::system()).await?;
-        // One stable line on stdout for scripts and tests that start rushd on port 0.
+    runtime.block_on(rush_daemon::server::run(
+        config,
+        Clock::system(),
+        shutdown_signal(),
+        print_serving,
+    ))
+}
+
+/// One stable line on stdout for scripts and tests that start rushd on
+/// port 0 (again after a promoted replica restarts, with the same addresses).
+fn print_serving(running: &rush_daemon::server::Running) {
+    {
         let http = running
             .http_addr()
             .map(|a| a.to_string())
@@ -206,17 +222,18 @@ fn main() -> anyhow::Result<()> {
             .resp_addr()
             .map(|a| a.to_string())
             .unwrap_or_else(|| "off".into());
-        println!(
+        // Not println!: a reader gone from stdout (a script that read the
+        // first line) must not stop a restarted node.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stdout(),
             "rushd serving {} http {} redirect {} resp {}",
             running.addr(),
             http,
             redirect,
             resp
         );
-        shutdown_signal().await;
-        tracing::info!("shutting down: draining connections");
-        running.shutdown().await
-    })
+    }
 }
 
 async fn shutdown_signal() {

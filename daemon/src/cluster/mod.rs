@@ -141,18 +141,32 @@ pub struct Cluster {
     interrupted: bool,
 }
 
+/// Who this node is to the cluster: its id, where it listens, and whose
+/// replica it is (if it is one).
+pub struct Identity<'a> {
+    pub node_id: &'a str,
+    pub listen: std::net::SocketAddr,
+    pub resp: Option<std::net::SocketAddr>,
+    /// The primary this node follows: it serves no slot.
+    pub standby_of: Option<&'a str>,
+}
+
 impl Cluster {
     /// Pick the map to run (newer of stored and file), put it in force and
     /// freeze a slot whose move was interrupted (recovery resumes it).
     pub fn open(
         config: &Config,
         storage: &Arc<Storage>,
-        node_id: &str,
-        listen: std::net::SocketAddr,
-        resp: Option<std::net::SocketAddr>,
+        me: Identity,
         metrics: &Metrics,
         peer_token: Option<String>,
     ) -> anyhow::Result<Cluster> {
+        let Identity {
+            node_id,
+            listen,
+            resp,
+            standby_of,
+        } = me;
         let cfg = config.cluster.clone();
         let advertise = cfg.advertise.clone().unwrap_or_else(|| listen.to_string());
         let resp_advertise = cfg
@@ -167,6 +181,9 @@ impl Cluster {
             None => None,
         };
         let map = match (stored, file) {
+            // A replica serves no slot: its map names the primary for all
+            // (requests are MOVED there). Not stored.
+            _ if let Some(primary) = standby_of => lone_map("primary", primary),
             (None, None) => lone_map(node_id, &advertise),
             (Some(s), None) => s,
             (None, Some(f)) => {

@@ -56,6 +56,8 @@ pub struct NodeShared {
     pub tasks: tokio_util::task::TaskTracker,
     /// The node's runtime, for tasks started from shard threads.
     pub runtime: tokio::runtime::Handle,
+    /// Primary or replica, and the state of either side.
+    pub replication: Arc<crate::replication::Replication>,
 }
 
 impl NodeShared {
@@ -150,6 +152,7 @@ impl Running {
     pub async fn shutdown(self) -> anyhow::Result<()> {
         let node = self.node;
         node.ready.store(false, Ordering::SeqCst);
+        node.replication.stop_following().await;
         let _ = self.shutdown_tx.send(true);
         let _ = self.accept.await;
         if let Some(resp) = self.resp_accept {
@@ -224,6 +227,12 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
     let storage = Arc::new(storage);
     let node_id = node_id(&config, &storage)?;
     crate::links::ensure_key(&storage).context("short-link code key")?;
+    let standby = crate::replication::standby_of(&config, &storage)?;
+    let replication = Arc::new(crate::replication::Replication::new(
+        &config,
+        &storage,
+        standby.as_deref(),
+    )?);
     let metrics = Arc::new(Metrics::new(shards, &storage.stats));
 
     // Listeners first: a lone node started on port 0 reports its real
@@ -288,10 +297,15 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
             metrics.clone(),
         );
         let token = auth.peer_token();
+        let standby = standby.clone();
         tokio::task::spawn_blocking(move || {
-            crate::cluster::Cluster::open(
-                &config, &storage, &node_id, addr, resp_addr, &metrics, token,
-            )
+            let me = crate::cluster::Identity {
+                node_id: &node_id,
+                listen: addr,
+                resp: resp_addr,
+                standby_of: standby.as_deref(),
+            };
+            crate::cluster::Cluster::open(&config, &storage, me, &metrics, token)
         })
         .await
         .context("cluster task")??
@@ -310,6 +324,8 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
         envelopes: Default::default(),
         routing: cluster.routing.clone(),
         tls,
+        replication: replication.source.clone(),
+        standby: standby.is_some(),
     };
     let mut handles = Vec::with_capacity(shards);
     let mut built = Vec::with_capacity(shards);
@@ -342,6 +358,7 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
         connections: AtomicUsize::new(0),
         resp_clients: Default::default(),
         tasks: tokio_util::task::TaskTracker::new(),
+        replication,
     });
     let mut threads = Vec::with_capacity(shards);
     for (h, s) in node.shards.iter().zip(built) {
@@ -371,6 +388,7 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
             shutdown_rx.clone(),
         ))
     });
+    node.replication.start_following(&node);
     node.ready.store(true, Ordering::SeqCst);
     // A slot move this node was coordinating when it stopped is resolved
     // in the background (its slot answers TRYAGAIN meanwhile).
@@ -391,16 +409,41 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
     })
 }
 
-/// Run until `shutdown` resolves, then shut down gracefully.
+/// Run until `shutdown` resolves, then shut down gracefully. A promoted
+/// replica restarts its serving in place, on the addresses it had bound
+/// (`on_start` sees each start).
 pub async fn run(
-    config: Config,
+    mut config: Config,
     clock: Clock,
     shutdown: impl std::future::Future<Output = ()>,
+    mut on_start: impl FnMut(&Running),
 ) -> anyhow::Result<()> {
-    let running = start(config, clock).await?;
-    shutdown.await;
-    tracing::info!("shutting down: draining connections");
-    running.shutdown().await
+    tokio::pin!(shutdown);
+    loop {
+        let running = start(config.clone(), clock.clone()).await?;
+        on_start(&running);
+        let mut restart = running.node.replication.restart.subscribe();
+        tokio::select! {
+            _ = &mut shutdown => {
+                tracing::info!("shutting down: draining connections");
+                return running.shutdown().await;
+            }
+            _ = restart.wait_for(|r| *r) => {
+                tracing::info!("restarting as a primary");
+                config.server.listen = running.addr.to_string();
+                if let Some(a) = running.http_addr {
+                    config.server.http = a.to_string();
+                }
+                if let Some(a) = running.resp_addr {
+                    config.server.resp_listen = Some(a.to_string());
+                }
+                if let Some(a) = running.redirect_addr {
+                    config.links.redirect_listen = a.to_string();
+                }
+                running.shutdown().await?;
+            }
+        }
+    }
 }
 
 fn node_id(config: &Config, storage: &Storage) -> anyhow::Result<String> {

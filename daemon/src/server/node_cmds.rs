@@ -58,6 +58,14 @@ pub fn spawn(node: &Arc<NodeShared>, target: Target, request: Request, sink: Rep
         node.spawn(fan_out(node.clone(), request, ReplyTo::Conn(sink)));
     } else if let Request::DbSize(_) = request {
         node.spawn(db_size(node.clone(), sink));
+    } else if matches!(
+        request,
+        Request::ReplSnapshot(_)
+            | Request::ReplFetch(_)
+            | Request::ReplStatus(_)
+            | Request::ReplPromote(_)
+    ) {
+        node.spawn(crate::replication::handle(node.clone(), request, sink));
     } else {
         node.spawn(crate::cluster::handle(node.clone(), request, sink));
     }
@@ -213,6 +221,7 @@ fn info(node: &NodeShared) -> InfoReply {
     let rows = rows
         .into_iter()
         .chain(node.cluster.info())
+        .chain(node.replication.rows(&node.storage))
         .map(|(k, v)| (k.to_string(), v))
         .chain(
             memory

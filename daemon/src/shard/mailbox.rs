@@ -208,6 +208,13 @@ impl ShardHandle {
         rx
     }
 
+    /// Pause between passes for a replica's snapshot (see
+    /// `replication::source`); a stopped shard drops the request, which
+    /// the session sees.
+    pub fn repl_pause(&self, pause: crate::replication::source::Pause) {
+        let _ = self.post(super::ShardMsg::ReplPause(pause));
+    }
+
     pub fn stop(&self) {
         let _ = self.post(ShardMsg::Stop);
     }

@@ -177,6 +177,8 @@ pub enum ShardMsg {
     /// Stop reading, answer what is in flight, close the connections
     /// (within the timeout); say when done.
     Drain(Duration, oneshot::Sender<()>),
+    /// Pause for a replica's snapshot (between passes).
+    ReplPause(crate::replication::source::Pause),
     /// Finish what is queued, then exit.
     Stop,
 }
@@ -195,6 +197,11 @@ pub struct ShardContext {
     pub routing: Arc<crate::cluster::routing::Routing>,
     /// TLS for client connections, when configured.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Where each commit goes for replicas (once one follows).
+    pub replication: Arc<crate::replication::Source>,
+    /// This node is a replica: its shards serve no slot and run no timers
+    /// (nothing but the follower writes its data).
+    pub standby: bool,
 }
 
 pub struct Shard {
@@ -236,6 +243,8 @@ pub struct Shard {
     /// The event loop's connections and per-pass state.
     io: pass::Loop,
     node: Option<Arc<NodeShared>>,
+    /// A commit's replication record, built here (kept between commits).
+    repl_record: Vec<u8>,
 }
 
 /// How long a failed write back waits before it is tried again.
@@ -305,6 +314,7 @@ pub fn create(id: usize, ctx: ShardContext) -> std::io::Result<(ShardHandle, Sha
         poll,
         io: pass::Loop::new(shards, &ctx.config),
         node: None,
+        repl_record: Vec::new(),
         ctx,
     };
     Ok((handle, shard))
@@ -351,11 +361,19 @@ impl Shard {
             return Ok(());
         }
         let started = Instant::now();
+        // Built before the commit takes the writes (the log's drains them).
+        let replicate = self.ctx.replication.capturing(self.id);
+        if replicate {
+            crate::replication::record::encode(&finished, &mut self.repl_record);
+        }
         let outcome = if self.log.is_some() && finished.loggable() {
             self.commit_log(&mut finished)
         } else {
             self.commit_direct(&mut finished, has_rows)
         };
+        if replicate && outcome.is_ok() && !self.repl_record.is_empty() {
+            self.ctx.replication.append(self.id, &self.repl_record);
+        }
         self.ctx
             .metrics
             .commit_seconds
@@ -567,6 +585,11 @@ impl Shard {
     /// in one group that commits like requests do. `flush`: everything
     /// buffered is written now (see [`Cx::flush`]).
     fn tick(&mut self, flush: bool) {
+        if self.ctx.standby {
+            // A replica's data is written by its follower alone.
+            self.publish_memory();
+            return;
+        }
         let storage = self.ctx.storage.clone();
         let now = self.ctx.clock.now_ms();
         let m = &self.ctx.metrics;
@@ -627,6 +650,27 @@ impl Shard {
         }
         now.add(Part::RowCache, self.rows.bytes());
         self.ctx.metrics.shard_memory.publish(self.id, &now);
+    }
+
+    /// Between passes, for a replica's snapshot: from now on keep every
+    /// commit for replicas, make RocksDB hold every committed write, say
+    /// the backlog's head, and wait while the snapshot is taken.
+    fn repl_pause(&mut self, p: crate::replication::source::Pause) {
+        let source = self.ctx.replication.clone();
+        source.start_capture(self.id);
+        let written = self.write_back();
+        let held = written.is_ok() && self.pending.as_ref().is_none_or(|p| p.settled());
+        if !held {
+            let _ = p.paused.send(Err(RushError::unavailable(format!(
+                "shard {}: pending writes could not be written to RocksDB for the snapshot",
+                self.id
+            ))));
+            return;
+        }
+        if p.paused.send(Ok(source.head(self.id))).is_ok() {
+            // Ends when the snapshot is taken (or the session is gone).
+            let _ = p.resume.recv();
+        }
     }
 
     /// A commit failed: forget in-memory state that may reflect it.

@@ -140,6 +140,8 @@ pub(crate) struct Loop {
     // Between passes.
     tick_waiters: Vec<oneshot::Sender<()>>,
     slot_ops: Vec<SlotOp>,
+    /// Pauses for replicas' snapshots, run between passes.
+    pub(super) repl_pauses: Vec<crate::replication::source::Pause>,
     next_tick: Instant,
     next_scan: Instant,
     draining: Option<(Instant, Option<oneshot::Sender<()>>)>,
@@ -275,6 +277,7 @@ impl Shard {
                 ShardMsg::Answer(conn, size, frame) => self.io.deliver(conn, size, &frame),
                 ShardMsg::Tick(tx) => self.io.tick_waiters.push(tx),
                 ShardMsg::Slots(op) => self.io.slot_ops.push(op),
+                ShardMsg::ReplPause(p) => self.io.repl_pauses.push(p),
                 ShardMsg::Drain(timeout, tx) => {
                     self.io.draining = Some((now + timeout, Some(tx)));
                     self.io.next_scan = now;
@@ -353,6 +356,9 @@ impl Shard {
             for op in std::mem::take(&mut self.io.slot_ops) {
                 self.slot_op(op);
             }
+        }
+        for p in std::mem::take(&mut self.io.repl_pauses) {
+            self.repl_pause(p);
         }
         let now = Instant::now();
         if !self.io.tick_waiters.is_empty() || now >= self.io.next_tick {

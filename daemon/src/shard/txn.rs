@@ -102,6 +102,23 @@ pub struct Finished {
 }
 
 impl Finished {
+    /// Nothing written yet (unit tests build one by hand).
+    #[cfg(test)]
+    pub fn empty_for_tests() -> Finished {
+        Finished {
+            has_writes: false,
+            sync: false,
+            applied: Default::default(),
+            ranges: Vec::new(),
+            meta: Vec::new(),
+            merges: Default::default(),
+            rows: None,
+            pending: None,
+            ahead: Default::default(),
+            ranges_deleted: false,
+        }
+    }
+
     /// Only key writes of the shard's own column family: what its log can
     /// hold (meta records and range deletions go to RocksDB directly).
     pub fn loggable(&self) -> bool {

@@ -321,6 +321,24 @@ pub mod meta {
         format!("{SHARD_LOG}{shard}").into_bytes()
     }
 
+    /// A replica's progress (see `replication::follow`): the primary's run,
+    /// whether its bootstrap finished, the node records' version and each
+    /// shard's last applied record. Written with every applied batch.
+    pub const REPLICATION_STATE: &[u8] = b"replication/state";
+    /// Set (unix ms) when a replica was promoted: it is a primary from then
+    /// on, whatever `replication.replica_of` says.
+    pub const REPLICATION_PROMOTED: &[u8] = b"replication/promoted";
+
+    /// The node records a replica copies from its primary (names, or
+    /// prefixes of families of names): what its data needs to be served the
+    /// same way after a promotion. The rest (layout, node id, cluster map,
+    /// shard logs, its own replication state) is each node's own.
+    pub const REPLICATED: &[&[u8]] = &[
+        LINK_CODE_KEY,
+        LIMIT_POLICIES,
+        ENVELOPE_REFUND_FLOOR.as_bytes(),
+    ];
+
     /// Every fixed record name and every prefix of a family of names.
     pub const ALL: &[&[u8]] = &[
         LAYOUT,
@@ -333,6 +351,8 @@ pub mod meta {
         CLUSTER_IMPORT.as_bytes(),
         CLUSTER_IMPORTED.as_bytes(),
         SHARD_LOG.as_bytes(),
+        REPLICATION_STATE,
+        REPLICATION_PROMOTED,
     ];
 }
 

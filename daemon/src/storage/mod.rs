@@ -142,7 +142,37 @@ pub struct Storage {
     /// Per shard: the last shard-log record its column family holds (every
     /// log was replayed at open, so a shard's new log starts after it).
     log_through: Vec<u64>,
+    /// Bumped by every [`Storage::meta_put`]: a replica's primary sends the
+    /// node records again when it changed (`replication`).
+    meta_version: std::sync::atomic::AtomicU64,
     pub stats: StorageStats,
+}
+
+/// A consistent, read-only view of the whole node at one moment (a RocksDB
+/// snapshot): what a replica's bootstrap copies ([`Storage::view`]).
+pub struct View<'a> {
+    storage: &'a Storage,
+    snapshot: rocksdb::SnapshotWithThreadMode<'a, DB>,
+}
+
+impl View<'_> {
+    /// Visit keys in `[from, to)` of a shard as of the view, in order,
+    /// until `f` returns false (see [`Storage::scan`]).
+    pub fn scan(
+        &self,
+        shard: usize,
+        from: &[u8],
+        to: &[u8],
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        self.storage
+            .scan_at(Some(&self.snapshot), shard, from, to, f)
+    }
+
+    /// Meta records whose names start with `prefix`, as of the view.
+    pub fn meta_scan(&self, prefix: &[u8]) -> Result<Vec<RawPair>, StorageError> {
+        self.storage.meta_scan_at(Some(&self.snapshot), prefix)
+    }
 }
 
 impl Storage {
@@ -305,6 +335,7 @@ impl Storage {
             sst_opts,
             ingest_opts,
             log_through,
+            meta_version: std::sync::atomic::AtomicU64::new(1),
             stats: StorageStats::new(shards),
         })
     }
@@ -525,10 +556,24 @@ impl Storage {
         shard: usize,
         from: &[u8],
         to: &[u8],
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StorageError> {
+        self.scan_at(None, shard, from, to, f)
+    }
+
+    /// [`Storage::scan`], as of `snapshot` when given.
+    fn scan_at(
+        &self,
+        snapshot: Option<&rocksdb::SnapshotWithThreadMode<'_, DB>>,
+        shard: usize,
+        from: &[u8],
+        to: &[u8],
         mut f: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError> {
         if !self.slot_memtable {
-            return self.scan_one(shard, from, to, false, &mut f).map(|_| ());
+            return self
+                .scan_one(snapshot, shard, from, to, false, &mut f)
+                .map(|_| ());
         }
         let first = keys::slot_of_bound(from).min(u32::from(rush_protocol::SLOTS) - 1);
         let last = keys::slot_of_bound(to).min(u32::from(rush_protocol::SLOTS) - 1);
@@ -537,7 +582,7 @@ impl Storage {
             let next = keys::slot_prefix((slot + 1) as u16);
             let lo: &[u8] = if from > &start[..] { from } else { &start };
             let hi: &[u8] = if to < &next[..] { to } else { &next };
-            if !self.scan_one(shard, lo, hi, true, &mut f)? {
+            if !self.scan_one(snapshot, shard, lo, hi, true, &mut f)? {
                 break;
             }
         }
@@ -548,6 +593,7 @@ impl Storage {
     /// False when `f` stopped it.
     fn scan_one(
         &self,
+        snapshot: Option<&rocksdb::SnapshotWithThreadMode<'_, DB>>,
         shard: usize,
         from: &[u8],
         to: &[u8],
@@ -560,6 +606,9 @@ impl Storage {
         let mut ro = ReadOptions::default();
         ro.set_iterate_upper_bound(to.to_vec());
         ro.fill_cache(false);
+        if let Some(s) = snapshot {
+            ro.set_snapshot(s);
+        }
         if prefix {
             ro.set_prefix_same_as_start(true);
         } else {
@@ -603,7 +652,28 @@ impl Storage {
     pub fn meta_put(&self, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
         let mut b = WriteBatch::default();
         b.put_cf(self.meta_cf(), key, value);
-        self.write(b, true)
+        self.write(b, true)?;
+        self.meta_version
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Changes with every [`Storage::meta_put`] (never 0).
+    pub fn meta_version(&self) -> u64 {
+        self.meta_version.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// A consistent view of every column family as of now.
+    pub fn view(&self) -> View<'_> {
+        View {
+            storage: self,
+            snapshot: self.db.snapshot(),
+        }
+    }
+
+    /// The meta column family's handle (for replicated batches).
+    pub fn meta_family(&self) -> &ColumnFamily {
+        self.meta_cf()
     }
 
     /// Add a meta record to a batch (so it commits with shard data).
@@ -618,9 +688,22 @@ impl Storage {
 
     /// Meta records whose names start with `prefix`.
     pub fn meta_scan(&self, prefix: &[u8]) -> Result<Vec<RawPair>, StorageError> {
+        self.meta_scan_at(None, prefix)
+    }
+
+    fn meta_scan_at(
+        &self,
+        snapshot: Option<&rocksdb::SnapshotWithThreadMode<'_, DB>>,
+        prefix: &[u8],
+    ) -> Result<Vec<RawPair>, StorageError> {
         let mut out = Vec::new();
-        let iter = self.db.iterator_cf(
+        let mut ro = ReadOptions::default();
+        if let Some(s) = snapshot {
+            ro.set_snapshot(s);
+        }
+        let iter = self.db.iterator_cf_opt(
             self.meta_cf(),
+            ro,
             IteratorMode::From(prefix, Direction::Forward),
         );
         for item in iter {

@@ -13,7 +13,7 @@ mod out;
 use bytes::Bytes;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use out::{show, Out};
-use rush_client::protocol::cmd::{SetCond, TtlReply};
+use rush_client::protocol::cmd::{ReplPromote, ReplStatus, SetCond, TtlReply};
 use rush_client::{format_remaining, Client, ClientOptions, RetryHook, RetryNotice};
 use serde_json::json;
 use std::process::ExitCode;
@@ -87,6 +87,34 @@ const DEFAULT_SEED_WAIT: Duration = Duration::from_secs(5);
 
 /// The global options that mean nothing to commands that need no node.
 const NODE_OPTIONS: [&str; 5] = ["addr", "token", "tls_ca", "tls_name", "timeout"];
+
+#[derive(Subcommand, Debug)]
+enum ReplicationCmd {
+    /// Role, primary, replication state, positions and lag.
+    Status,
+    /// Make this replica (--addr) a primary that takes writes. It stops
+    /// following and restarts its serving in place, on the same addresses;
+    /// its old primary must not take writes any more (fence it first).
+    Promote,
+}
+
+/// INFO-style rows: "name: value" lines, or one JSON object.
+fn print_rows(out: &Out, rows: &[(String, String)]) -> anyhow::Result<()> {
+    out.print(
+        || {
+            rows.iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        },
+        || {
+            json!(rows
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(v)))
+                .collect::<serde_json::Map<_, _>>())
+        },
+    )
+}
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
@@ -174,6 +202,10 @@ enum Cmd {
     /// Cluster: map, nodes, create, apply, migrate slots.
     #[command(subcommand)]
     Cluster(cluster::ClusterCmd),
+    /// A node's replication: role, primary, positions, lag; promote a
+    /// replica.
+    #[command(subcommand)]
+    Replication(ReplicationCmd),
     /// Compact storage now (admin).
     Compact,
     /// The catalog: records under owners, aliases, shedding, warm-up.
@@ -304,6 +336,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         ..ClientOptions::default()
     };
     let addr = g.addr.clone();
+    if let Cmd::Replication(cmd) = &cli.command {
+        // The node --addr names itself, not the map's owner of anything:
+        // a replica's map names its primary, which may be gone.
+        let c = Client::connect_with(&addr, opts).await?;
+        let rows = match cmd {
+            ReplicationCmd::Status => c.call_on(&addr, ReplStatus {}).await?.rows,
+            ReplicationCmd::Promote => c.call_on(&addr, ReplPromote {}).await?.rows,
+        };
+        if matches!(cmd, ReplicationCmd::Promote) && !g.json {
+            eprintln!("promoted: {addr} takes writes once it has restarted its serving (seconds)");
+        }
+        print_rows(&out, &rows)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Cmd::Cluster(cmd) = cli.command {
         return cluster::run(&addr, opts, cmd, out).await;
     }
@@ -315,30 +361,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
     };
     match cli.command {
-        Cmd::Keyslot { .. } | Cmd::Completions { .. } | Cmd::Cluster(_) => {
+        Cmd::Keyslot { .. } | Cmd::Completions { .. } | Cmd::Cluster(_) | Cmd::Replication(_) => {
             unreachable!("handled above")
         }
         Cmd::Ping => {
             c.ping().await?;
             out.print(|| "PONG".into(), || json!("PONG"))?;
         }
-        Cmd::Info => {
-            let rows = c.info().await?.rows;
-            out.print(
-                || {
-                    rows.iter()
-                        .map(|(k, v)| format!("{k}: {v}"))
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                },
-                || {
-                    json!(rows
-                        .iter()
-                        .map(|(k, v)| (k.clone(), json!(v)))
-                        .collect::<serde_json::Map<_, _>>())
-                },
-            )?;
-        }
+        Cmd::Info => print_rows(&out, &c.info().await?.rows)?,
         Cmd::Get { key } => answer(c.get(key).await?)?,
         Cmd::Set {
             key,

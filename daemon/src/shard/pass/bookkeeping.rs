@@ -51,6 +51,7 @@ impl Loop {
             more_mail: false,
             tick_waiters: Vec::new(),
             slot_ops: Vec::new(),
+            repl_pauses: Vec::new(),
             next_tick: now,
             next_scan: now,
             draining: None,

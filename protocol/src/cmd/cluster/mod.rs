@@ -9,6 +9,9 @@
 //! - [`MigrateImport`], [`MigrateCommit`], [`MigrateAbort`],
 //!   [`MigrateStatus`]: what the migrating (source) node sends the target.
 //!
+//! - [`ReplSnapshot`], [`ReplFetch`]: what a replica asks its primary
+//!   (see [`replication`]); [`ReplStatus`], [`ReplPromote`] for operators.
+//!
 //! [`map`] holds what clients and nodes both need to reason about a map:
 //! validation, slot specs ("100-199"), the owner of each slot.
 
@@ -19,6 +22,7 @@ pub mod file;
 mod import;
 pub mod map;
 mod migrate;
+pub mod replication;
 mod set_map;
 mod status;
 
@@ -27,6 +31,10 @@ pub use commit::MigrateCommit;
 pub use import::{ImportPair, MigrateImport};
 pub use map::{parse_slot_spec, parse_slot_specs, ranges_of};
 pub use migrate::{ClusterMigrate, ClusterMigrateReply};
+pub use replication::{
+    ReplFetch, ReplFetchReply, ReplPair, ReplPromote, ReplRecord, ReplSnapshot, ReplSnapshotReply,
+    ReplStatus,
+};
 pub use set_map::ClusterSetMap;
 pub use status::{MigrateStatus, MigrationState};
 

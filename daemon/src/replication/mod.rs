@@ -1,0 +1,442 @@
+//! Replication: a second node holding a copy of a primary's data, that an
+//! operator promotes when the primary is lost (`rush replication promote`).
+//! Decided from outside, never by the nodes among themselves.
+//!
+//! **What is replicated.** Each shard's stream of group commits
+//! ([`record`]), in commit order — not RocksDB's WAL: with `storage.commit
+//! = "log"` a commit reaches RocksDB later, in sorted runs written without
+//! the WAL, so the WAL holds neither every write nor the commit order. The
+//! shard's commit is also where every write of the node's data passes
+//! once, keys, values and expiries, ID high-water marks included; the node
+//! records a copy needs (the short-code key, purchase-limit policies,
+//! refund floors) travel whole beside it when they change.
+//!
+//! **How.** The replica pulls over the binary protocol, with the admin
+//! token: REPL_SNAPSHOT pages through a consistent snapshot of the whole
+//! node ([`source`]), then REPL_FETCH long-polls the records after its
+//! positions ([`follow`]). A replica that restarts goes on from what it
+//! applied; one the primary can no longer serve from its backlog (it fell
+//! behind, or the primary restarted) bootstraps again by itself.
+//!
+//! **Acknowledgement.** Asynchronous, as Redis and Kvrocks: the primary
+//! answers a write once it is durable on its own disk, and a replica
+//! follows within milliseconds when it keeps up. A failover can lose the
+//! writes acknowledged in that window (README, "Replicas").
+//!
+//! **Scope.** A lone pair: one primary, its replica, no cluster map. A
+//! replica serves no slot (requests are MOVED to its primary), runs no
+//! timers (refunds and expiry sweeps are the primary's, and arrive as its
+//! writes) and can't be followed itself.
+
+pub mod follow;
+pub mod record;
+pub mod source;
+
+use crate::server::NodeShared;
+use crate::shard::ReplySink;
+use crate::storage::keys::meta;
+use crate::storage::{Storage, StorageError, WriteBatch};
+use rush_protocol::cmd::{InfoReply, ReplFetchReply};
+use rush_protocol::{Reply, Request, RushError};
+use serde::Deserialize;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+pub use source::Source;
+
+/// The longest a fetch is held open waiting for records.
+const MAX_FETCH_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReplicationConfig {
+    /// `host:port` of the primary (its protocol listener) this node
+    /// follows; empty: this node is a primary. Ignored once the node was
+    /// promoted (it stays a primary; start it on an empty data directory to
+    /// follow again).
+    pub replica_of: String,
+    /// MiB of committed records a primary keeps for its replicas to fetch
+    /// (split over the shards; oldest dropped first). A replica that falls
+    /// further behind bootstraps again.
+    pub backlog_mb: usize,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        ReplicationConfig {
+            replica_of: String::new(),
+            backlog_mb: 64,
+        }
+    }
+}
+
+/// The node's replication state.
+pub struct Replication {
+    pub source: Arc<Source>,
+    /// On a replica: the follower.
+    pub follow: Option<Arc<follow::Follow>>,
+    stop_follow: watch::Sender<bool>,
+    follow_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Turns true when the node must restart its serving in place (a
+    /// promotion); `server::run` does it.
+    pub restart: watch::Sender<bool>,
+    /// When this node was promoted from a replica (unix ms).
+    pub promoted_at: Option<u64>,
+}
+
+/// Whether this start of the node is a replica: configured as one, and not
+/// promoted since.
+pub fn standby_of(config: &crate::Config, storage: &Storage) -> anyhow::Result<Option<String>> {
+    let primary = config.replication.replica_of.trim();
+    if primary.is_empty() {
+        return Ok(None);
+    }
+    if let Some(at) = promoted_at(storage)? {
+        tracing::warn!(
+            replica_of = primary,
+            promoted_at_ms = at,
+            "this node was promoted to primary: replication.replica_of is ignored (to follow \
+             again, start it on an empty data directory)"
+        );
+        return Ok(None);
+    }
+    Ok(Some(primary.to_string()))
+}
+
+fn promoted_at(storage: &Storage) -> anyhow::Result<Option<u64>> {
+    Ok(storage
+        .meta_get(meta::REPLICATION_PROMOTED)?
+        .and_then(|raw| Some(u64::from_be_bytes(raw.as_slice().try_into().ok()?))))
+}
+
+impl Replication {
+    pub fn new(
+        config: &crate::Config,
+        storage: &Storage,
+        standby: Option<&str>,
+    ) -> anyhow::Result<Replication> {
+        let (stop_follow, _) = watch::channel(false);
+        Ok(Replication {
+            source: Arc::new(Source::new(
+                storage.shards(),
+                config.replication.backlog_mb << 20,
+            )),
+            follow: standby.map(|p| Arc::new(follow::Follow::new(p.to_string()))),
+            stop_follow,
+            follow_task: Mutex::new(None),
+            restart: watch::channel(false).0,
+            promoted_at: promoted_at(storage)?,
+        })
+    }
+
+    /// On a replica: start following (a node task).
+    pub fn start_following(&self, node: &Arc<NodeShared>) {
+        let Some(follow) = &self.follow else {
+            return;
+        };
+        let _ = self.stop_follow.send(false);
+        let task = node.runtime.spawn(follow::run(
+            follow.clone(),
+            node.storage.clone(),
+            node.cluster.peers.clone(),
+            self.stop_follow.subscribe(),
+        ));
+        *self.follow_task.lock().expect("not poisoned") = Some(task);
+    }
+
+    /// Stop following and wait until the follower has let go.
+    pub async fn stop_following(&self) {
+        let _ = self.stop_follow.send(true);
+        let task = self.follow_task.lock().expect("not poisoned").take();
+        if let Some(t) = task {
+            let _ = t.await;
+        }
+    }
+
+    pub fn role(&self) -> &'static str {
+        if self.follow.is_some() {
+            "replica"
+        } else {
+            "primary"
+        }
+    }
+
+    /// INFO's and REPL_STATUS's rows.
+    pub fn rows(&self, storage: &Storage) -> Vec<(&'static str, String)> {
+        let mut rows = vec![("role", self.role().to_string())];
+        if let Some(f) = &self.follow {
+            let s = f.snapshot();
+            let applied = follow::Applied::load(storage);
+            rows.extend([
+                ("replica_of", f.primary.clone()),
+                ("replication_state", s.state.to_string()),
+                (
+                    "replication_bootstrapped",
+                    applied.as_ref().is_some_and(|a| a.complete).to_string(),
+                ),
+                ("replication_primary_run", format!("{:016x}", s.run_id)),
+                ("replication_positions", join(&s.positions)),
+                ("replication_primary_heads", join(&s.heads)),
+                ("replication_lag_records", s.lag_records().to_string()),
+                (
+                    "replication_lag_seconds",
+                    s.behind_since
+                        .map_or(0.0, |t| t.elapsed().as_secs_f64())
+                        .to_string(),
+                ),
+                (
+                    "replication_last_contact_seconds",
+                    s.last_contact
+                        .map_or_else(|| "never".into(), |t| t.elapsed().as_secs_f64().to_string()),
+                ),
+                ("replication_bootstraps", s.bootstraps.to_string()),
+                ("replication_records_applied", s.records_applied.to_string()),
+                ("replication_last_error", s.last_error.unwrap_or_default()),
+            ]);
+        } else {
+            let heads = self.source.heads();
+            let last = self.source.last_fetch.lock().expect("not poisoned").clone();
+            rows.extend([
+                ("replication_run", format!("{:016x}", self.source.run_id)),
+                ("replication_heads", join(&heads)),
+                ("replication_backlog_bytes", self.source.bytes().to_string()),
+                (
+                    "replication_replica_lag_records",
+                    last.as_ref().map_or_else(String::new, |l| {
+                        heads
+                            .iter()
+                            .zip(&l.positions)
+                            .map(|(h, p)| h.saturating_sub(*p))
+                            .sum::<u64>()
+                            .to_string()
+                    }),
+                ),
+                (
+                    "replication_replica_last_fetch_seconds",
+                    last.map_or_else(
+                        || "never".into(),
+                        |l| l.at.elapsed().as_secs_f64().to_string(),
+                    ),
+                ),
+            ]);
+            if let Some(at) = self.promoted_at {
+                rows.push(("promoted_at_ms", at.to_string()));
+            }
+        }
+        rows
+    }
+}
+
+fn join(v: &[u64]) -> String {
+    v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+}
+
+fn info_reply(rows: Vec<(&'static str, String)>) -> InfoReply {
+    InfoReply {
+        rows: rows.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+    }
+}
+
+/// Answer a replication request (a node task).
+pub async fn handle(node: Arc<NodeShared>, request: Request, sink: ReplySink) {
+    let result = match request {
+        Request::ReplSnapshot(s) => snapshot(&node, s).await,
+        Request::ReplFetch(f) => fetch(&node, f).await.map(Reply::ReplFetch),
+        Request::ReplStatus(_) => Ok(Reply::ReplStatus(info_reply(
+            node.replication.rows(&node.storage),
+        ))),
+        Request::ReplPromote(_) => promote(&node).await.map(Reply::ReplPromote),
+        other => Err(RushError::internal(format!(
+            "{} is not a replication request",
+            other.opcode().name()
+        ))),
+    };
+    let promoted = matches!(result, Ok(Reply::ReplPromote(_)));
+    sink.send(result);
+    if promoted {
+        // After the answer is on its way: the restart drains connections,
+        // which writes it out first.
+        let _ = node.replication.restart.send(true);
+    }
+}
+
+fn refuse_on_replica(node: &NodeShared) -> Result<(), RushError> {
+    if let Some(f) = &node.replication.follow {
+        return Err(RushError::bad_request(format!(
+            "this node is a replica of {}; follow the primary",
+            f.primary
+        )));
+    }
+    if node.cluster.routing.map().map.nodes.len() > 1 {
+        return Err(RushError::bad_request(
+            "replicas follow a lone node; this one is in a cluster map of several nodes",
+        ));
+    }
+    Ok(())
+}
+
+async fn snapshot(
+    node: &Arc<NodeShared>,
+    s: rush_protocol::cmd::ReplSnapshot,
+) -> Result<Reply, RushError> {
+    refuse_on_replica(node)?;
+    let max = (s.max_bytes as usize).clamp(4 << 10, 16 << 20);
+    let (source, storage, shards) = (
+        node.replication.source.clone(),
+        node.storage.clone(),
+        node.shards.clone(),
+    );
+    tokio::task::spawn_blocking(move || {
+        if s.session == 0 {
+            source.start_session(storage, shards, max)
+        } else {
+            source.page(s.session, max)
+        }
+    })
+    .await
+    .map_err(|e| RushError::internal(format!("snapshot task: {e}")))?
+    .map(Reply::ReplSnapshot)
+}
+
+async fn fetch(
+    node: &Arc<NodeShared>,
+    f: rush_protocol::cmd::ReplFetch,
+) -> Result<ReplFetchReply, RushError> {
+    refuse_on_replica(node)?;
+    let source = &node.replication.source;
+    let max = (f.max_bytes as usize).clamp(4 << 10, 16 << 20);
+    let wait = Duration::from_millis(u64::from(f.wait_ms)).min(MAX_FETCH_WAIT);
+    let deadline = tokio::time::Instant::now() + wait;
+    *source.last_fetch.lock().expect("not poisoned") = Some(source::Follower {
+        at: std::time::Instant::now(),
+        positions: f.positions.clone(),
+    });
+    loop {
+        // Armed before looking, so an append in between is not missed.
+        let appended = source.appended();
+        let records = source.read(f.run_id, &f.positions, max)?;
+        let version = node.storage.meta_version();
+        let meta = if version != f.meta_version {
+            let mut pairs = Vec::new();
+            for name in meta::REPLICATED {
+                for (k, v) in node
+                    .storage
+                    .meta_scan(name)
+                    .map_err(|e| RushError::unavailable(e.to_string()))?
+                {
+                    pairs.push((k.into(), v.into()));
+                }
+            }
+            Some((version, pairs))
+        } else {
+            None
+        };
+        if !records.is_empty() || meta.is_some() || tokio::time::Instant::now() >= deadline {
+            return Ok(ReplFetchReply {
+                heads: source.heads(),
+                records,
+                meta,
+                now_ms: node.clock.now_ms(),
+            });
+        }
+        let _ = tokio::time::timeout_at(deadline, appended).await;
+    }
+}
+
+async fn promote(node: &Arc<NodeShared>) -> Result<InfoReply, RushError> {
+    let repl = &node.replication;
+    let Some(follow) = &repl.follow else {
+        return Err(RushError::bad_request("this node is a primary already"));
+    };
+    let complete = |storage: &Storage| follow::Applied::load(storage).is_some_and(|a| a.complete);
+    if !complete(&node.storage) {
+        return Err(RushError::unavailable(
+            "this replica has not finished copying its primary's data; it can't be promoted yet",
+        ));
+    }
+    repl.stop_following().await;
+    if !complete(&node.storage) {
+        // It started bootstrapping again meanwhile.
+        repl.start_following(node);
+        return Err(RushError::unavailable(
+            "this replica started copying its primary's data again; it can't be promoted yet",
+        ));
+    }
+    let rows = repl.rows(&node.storage);
+    let (storage, config) = (node.storage.clone(), node.config.clone());
+    let now = node.clock.now_ms();
+    let skipped = tokio::task::spawn_blocking(move || -> Result<usize, StorageError> {
+        let mut batch = WriteBatch::default();
+        let skipped = skip_ids(&storage, &config, &mut batch)?;
+        storage.batch_meta_put(&mut batch, meta::REPLICATION_PROMOTED, &now.to_be_bytes());
+        storage.write(batch, true)?;
+        Ok(skipped)
+    })
+    .await
+    .map_err(|e| RushError::internal(format!("promote task: {e}")))?
+    .map_err(|e| RushError::unavailable(format!("recording the promotion: {e}")))?;
+    tracing::warn!(primary = %follow.primary, positions = ?follow.snapshot().positions, sequences_skipped = skipped, "promoted to primary: restarting serving in place");
+    Ok(info_reply(rows))
+}
+
+/// Segments of each ID sequence (short codes, envelope ids) a promotion
+/// skips.
+///
+/// The old primary may have reserved segments in its last moments that
+/// never reached this replica (replication is asynchronous) and handed out
+/// IDs from them; reusing one would give a live short code or envelope id
+/// a second meaning. A reservation is made when a fifth of the segment in
+/// use is left, so in the window a replica lags by (milliseconds), a slot
+/// gets at most one segment ahead of what was replicated unless it issues
+/// a whole segment's IDs (1,000 codes of one slot, by default) in that
+/// window. Two segments are skipped, as a crash skips the unused rest of
+/// one.
+pub const PROMOTE_SKIP_SEGMENTS: u64 = 2;
+
+/// Stage every stored ID sequence's high-water mark moved past
+/// [`PROMOTE_SKIP_SEGMENTS`] of its segments into `batch`; how many.
+fn skip_ids(
+    storage: &Storage,
+    config: &crate::Config,
+    batch: &mut WriteBatch,
+) -> Result<usize, StorageError> {
+    use crate::storage::keys::{self, kind, seq};
+    use crate::storage::value;
+    let step = |k: u8| match k {
+        seq::ENVELOPE_ID => config.envelopes.id_step,
+        k if (seq::link_code(5)..=seq::link_code(8)).contains(&k) => {
+            config.links.segment_step(k - seq::link_code(5) + 5)
+        }
+        _ => 1_000,
+    };
+    let shards = storage.shards();
+    let mut n = 0;
+    for shard in 0..shards {
+        for slot in crate::shard::route::slots_of_shard(shard, shards) {
+            let from = keys::sequence(slot, 0);
+            let to = keys::sequence(slot, u8::MAX);
+            let mut found = Vec::new();
+            storage.scan(shard, &from, &to, |k, v| {
+                found.push((k.to_vec(), v.to_vec()));
+                true
+            })?;
+            for (k, v) in found {
+                let stored = value::Stored::decode(&v)?;
+                let Ok(hwm) = <[u8; 8]>::try_from(stored.payload) else {
+                    continue;
+                };
+                let k_kind = *k.last().expect("a sequence key ends with its kind");
+                let moved = u64::from_be_bytes(hwm)
+                    .saturating_add(PROMOTE_SKIP_SEGMENTS.saturating_mul(step(k_kind).max(1)));
+                batch.put_cf(
+                    storage.cf(shard),
+                    &k,
+                    value::encode(kind::SEQUENCE, 0, &moved.to_be_bytes()),
+                );
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}

@@ -1,0 +1,384 @@
+//! Replicas, with real `rushd` processes: a replica bootstraps from its
+//! primary, follows it through `kill -9` of itself and restarts of the
+//! primary, ends byte for byte equal to it, and takes over after the
+//! primary is killed and it is promoted.
+
+mod common;
+
+use common::{connect, limit_policy, Spawned};
+use rush_client::protocol::cmd::{
+    EnvelopeCreate, OrderItem, ReplPromote, ReplStatus, Scope, SetCond,
+};
+use rush_client::protocol::ErrorCode;
+use rush_client::{Client, ClientOptions};
+use rush_daemon::storage::keys::{self, meta};
+use rush_daemon::storage::Storage;
+use rush_daemon::Clock;
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// A primary on a fixed port (so it can restart where its replica looks).
+fn primary(dir: &Path, extra: &[&str]) -> Spawned {
+    Spawned::start_fixed(dir, extra)
+}
+
+fn replica(dir: &Path, of: SocketAddr) -> Spawned {
+    Spawned::start_fixed(dir, &["--replica-of", &of.to_string()])
+}
+
+/// A client that gives up at once (a killed node is an error, not a wait).
+async fn impatient(addr: SocketAddr) -> Client {
+    let opts = ClientOptions {
+        retry_deadline: Duration::ZERO,
+        ..ClientOptions::default()
+    };
+    Client::connect_with(&addr.to_string(), opts).await.unwrap()
+}
+
+/// REPL_STATUS of the node at `addr` itself.
+async fn status(addr: SocketAddr) -> HashMap<String, String> {
+    let c = connect(addr).await;
+    c.call_on(&addr.to_string(), ReplStatus {})
+        .await
+        .unwrap()
+        .rows
+        .into_iter()
+        .collect()
+}
+
+/// Wait until the replica has applied every record the primary holds.
+async fn caught_up(primary: SocketAddr, replica: SocketAddr) -> HashMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let p = status(primary).await;
+        let r = status(replica).await;
+        if r["replication_state"] == "following"
+            && r["replication_positions"] == p["replication_heads"]
+        {
+            return r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica did not catch up: primary {p:?}, replica {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Keys, links, limit orders and envelope grabs on the primary, round `r`.
+async fn mixed_round(c: &Client, r: usize) -> Vec<String> {
+    let mut codes = Vec::new();
+    for i in 0..20 {
+        c.set(format!("k{r}-{i}"), format!("v{r}-{i}"))
+            .await
+            .unwrap();
+        c.incr_by(format!("counter-{}", i % 5), 1).await.unwrap();
+    }
+    c.set_with(format!("ttl-{r}"), "x", HOUR, SetCond::Always)
+        .await
+        .unwrap();
+    c.hset(format!("h-{}", r % 3), [(format!("f{r}"), "1")])
+        .await
+        .unwrap();
+    for i in 0..5 {
+        codes.push(
+            c.shorten(format!("https://example.com/{r}/{i}"))
+                .await
+                .unwrap()
+                .code,
+        );
+    }
+    c.limit_acquire(
+        "flash",
+        format!("user-{}", r % 7),
+        format!("order-{r}"),
+        [OrderItem::new("sku-1", 1)],
+    )
+    .await
+    .unwrap();
+    let mut create = EnvelopeCreate::new(format!("boss-{r}"), 10_000, 10);
+    create.expires_in_ms = HOUR.as_millis() as u64;
+    let id = c.envelope_create(create).await.unwrap().id;
+    for u in 0..3 {
+        c.envelope_grab(id, format!("u{u}")).await.unwrap();
+    }
+    codes
+}
+
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Every shard's keys and the copied node records of a stopped node.
+fn dump(dir: &Path) -> (Vec<Pairs>, Pairs) {
+    let mut cfg = common::test_config(dir).storage;
+    cfg.data_dir = dir.to_path_buf();
+    let storage = Storage::open(&cfg, 2, Clock::system()).unwrap();
+    let (from, _) = keys::slot_range(0);
+    let (_, to) = keys::slot_range(rush_client::protocol::SLOTS - 1);
+    let shards = (0..2)
+        .map(|i| {
+            let mut pairs = Vec::new();
+            storage
+                .scan(i, &from, &to, |k, v| {
+                    pairs.push((k.to_vec(), v.to_vec()));
+                    true
+                })
+                .unwrap();
+            pairs
+        })
+        .collect();
+    let mut records = Vec::new();
+    for name in meta::REPLICATED {
+        records.extend(storage.meta_scan(name).unwrap());
+    }
+    (shards, records)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_survives_kill9_and_primary_restarts_and_ends_equal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pdir, rdir) = (tmp.path().join("primary"), tmp.path().join("replica"));
+    let config = tmp.path().join("primary.toml");
+    std::fs::write(&config, "[debug]\nclock_control = true\n").unwrap();
+    let config = ["--config", config.to_str().unwrap()];
+    let mut p = primary(&pdir, &config);
+    let c = connect(p.addr).await;
+    c.limit_policy_set(limit_policy(
+        "flash",
+        &[("per-item", Scope::Item, 1000, "day")],
+    ))
+    .await
+    .unwrap();
+    for r in 0..5 {
+        mixed_round(&c, r).await;
+    }
+    // The replica bootstraps from what is there, then follows.
+    let mut rep = replica(&rdir, p.addr);
+    let r = caught_up(p.addr, rep.addr).await;
+    assert_eq!(r["replication_bootstrapped"], "true");
+    assert_eq!(r["role"], "replica");
+    // A replica serves no slot: keyed requests go to its primary.
+    let direct = connect(rep.addr).await;
+    let moved = direct
+        .call_on(
+            &rep.addr.to_string(),
+            rush_client::protocol::cmd::Get { key: "k0-0".into() },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(moved.code(), Some(ErrorCode::Moved), "{moved}");
+
+    // Writes keep coming while the replica is killed and restarted.
+    let writing = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let (c, writing) = (connect(p.addr).await, writing.clone());
+        tokio::spawn(async move {
+            let mut r = 100;
+            while writing.load(Ordering::Relaxed) {
+                mixed_round(&c, r).await;
+                r += 1;
+            }
+            r - 100
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    rep.kill9();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut rep = replica(&rdir, p.addr);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    writing.store(false, Ordering::Relaxed);
+    let rounds = writer.await.unwrap();
+    assert!(rounds > 0, "no writes while the replica restarted");
+    let r = caught_up(p.addr, rep.addr).await;
+    assert_eq!(
+        r["replication_bootstraps"], "0",
+        "a restarted replica goes on from what it applied: {r:?}"
+    );
+
+    // The primary restarts: another run, whose backlog holds none of the
+    // replica's positions; it bootstraps again by itself.
+    let paddr = p.addr;
+    assert!(p.terminate().success());
+    let mut p = Spawned::start_on(&pdir, &paddr.to_string(), &config);
+    let c = connect(p.addr).await;
+    mixed_round(&c, 1000).await;
+    let r = caught_up(p.addr, rep.addr).await;
+    assert_eq!(r["replication_bootstraps"], "1", "{r:?}");
+    // Timers' writes (buffered counters) are committed and followed too.
+    c.clock_advance(Duration::ZERO).await.unwrap();
+    caught_up(p.addr, rep.addr).await;
+
+    assert!(rep.terminate().success());
+    assert!(p.terminate().success());
+    let (pd, rd) = (dump(&pdir), dump(&rdir));
+    assert!(pd.0.iter().all(|s| !s.is_empty()), "both shards hold data");
+    for (i, (a, b)) in pd.0.iter().zip(&rd.0).enumerate() {
+        assert_eq!(a.len(), b.len(), "shard {i}: key counts differ");
+        assert!(
+            a == b,
+            "shard {i}: the replica's keys differ from the primary's"
+        );
+    }
+    assert_eq!(pd.1, rd.1, "node records (code key, policies, floors)");
+    assert!(pd.1.iter().any(|(k, _)| k == meta::LIMIT_POLICIES));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_left_behind_by_the_backlog_bootstraps_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pdir, rdir) = (tmp.path().join("primary"), tmp.path().join("replica"));
+    let config = tmp.path().join("primary.toml");
+    std::fs::write(&config, "[replication]\nbacklog_mb = 0\n").unwrap();
+    let p = primary(&pdir, &["--config", config.to_str().unwrap()]);
+    let c = connect(p.addr).await;
+    c.set("first", "1").await.unwrap();
+    let mut rep = replica(&rdir, p.addr);
+    caught_up(p.addr, rep.addr).await;
+    rep.kill9();
+    // Far more than the smallest backlog (64 KiB a shard) holds.
+    let value = "x".repeat(4096);
+    for i in 0..200 {
+        c.set(format!("big-{i}"), value.clone()).await.unwrap();
+    }
+    let rep = replica(&rdir, p.addr);
+    let r = caught_up(p.addr, rep.addr).await;
+    assert_eq!(r["replication_bootstraps"], "1", "{r:?}");
+    let p_status = status(p.addr).await;
+    assert!(
+        p_status["replication_backlog_bytes"]
+            .parse::<u64>()
+            .unwrap()
+            <= 2 * (64 << 10) + 8192,
+        "{p_status:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn promoted_after_kill9_of_the_primary_it_takes_over() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pdir, rdir) = (tmp.path().join("primary"), tmp.path().join("replica"));
+    let mut p = primary(&pdir, &[]);
+    let c = connect(p.addr).await;
+    c.limit_policy_set(limit_policy(
+        "flash",
+        &[("per-item", Scope::Item, 1_000_000, "day")],
+    ))
+    .await
+    .unwrap();
+    mixed_round(&c, 0).await;
+    let rep = replica(&rdir, p.addr);
+    caught_up(p.addr, rep.addr).await;
+    // A primary can't be promoted, a replica can't be followed.
+    let e = connect(p.addr)
+        .await
+        .call_on(&p.addr.to_string(), ReplPromote {})
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::BadRequest), "{e}");
+
+    // Writers on the primary, each write recorded once acknowledged.
+    let acked_keys: Arc<Mutex<Vec<String>>> = Arc::default();
+    let acked_codes: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for t in 0..4 {
+        let c = impatient(p.addr).await;
+        let (keys, codes) = (acked_keys.clone(), acked_codes.clone());
+        tasks.push(tokio::spawn(async move {
+            for n in 0.. {
+                let key = format!("w{t}-{n}");
+                if c.set(key.clone(), "1").await.is_err() {
+                    return;
+                }
+                keys.lock().unwrap().push(key);
+                match c.shorten(format!("https://example.com/w{t}/{n}")).await {
+                    Ok(s) => codes.lock().unwrap().push(s.code),
+                    Err(_) => return,
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    p.kill9();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let keys = acked_keys.lock().unwrap().clone();
+    let codes = acked_codes.lock().unwrap().clone();
+    assert!(!keys.is_empty() && !codes.is_empty());
+
+    let promoted = connect(rep.addr)
+        .await
+        .call_on(&rep.addr.to_string(), ReplPromote {})
+        .await
+        .unwrap();
+    assert!(promoted.get("role") == Some("replica"), "{promoted:?}");
+    // It restarts its serving on the same address and takes writes.
+    let c = connect(rep.addr).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match c.set("after", "1").await {
+            Ok(_) => break,
+            Err(e) => assert!(Instant::now() < deadline, "no writes after promotion: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status(rep.addr).await["role"], "primary");
+
+    // Asynchronous replication: writes acknowledged in the last moments may
+    // be gone. The figure, not a pass/fail.
+    let mut lost = 0;
+    for k in &keys {
+        if c.get(k.clone()).await.unwrap().is_none() {
+            lost += 1;
+        }
+    }
+    let mut lost_codes = 0;
+    let mut old = HashSet::new();
+    for code in &codes {
+        old.insert(code.clone());
+        if c.resolve(code.clone()).await.is_err() {
+            lost_codes += 1;
+        }
+    }
+    eprintln!(
+        "async failover: {lost} of {} acknowledged keys and {lost_codes} of {} acknowledged links lost",
+        keys.len(),
+        codes.len()
+    );
+    // Whatever the old primary issued, the new one never issues again: the
+    // ID reservations it followed are ahead of every code it handed out.
+    for i in 0..500 {
+        let code = c
+            .shorten(format!("https://example.com/after/{i}"))
+            .await
+            .unwrap()
+            .code;
+        assert!(!old.contains(&code), "code {code} issued twice");
+    }
+    let audit = c.envelope_audit().await.unwrap();
+    assert!(audit.ok(), "{:?}", audit.problems);
+    // The promotion is durable: a restart with --replica-of still set
+    // leaves it a primary.
+    let addr = rep.addr;
+    drop(rep);
+    let again = Spawned::start_on(
+        &rdir,
+        &addr.to_string(),
+        &["--replica-of", &addr.to_string()],
+    );
+    assert_eq!(status(again.addr).await["role"], "primary");
+    assert_eq!(
+        connect(again.addr)
+            .await
+            .get("after")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"1"[..])
+    );
+}

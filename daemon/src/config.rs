@@ -545,6 +545,14 @@ impl Config {
     /// Check values that serde can't.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
+        self.replication.validate().map_err(ConfigError::Invalid)?;
+        if !self.replication.replica_of.trim().is_empty() && self.cluster.map_file.is_some() {
+            return bad(
+                "replication.replica_of and cluster.map_file: a replica follows a lone node, \
+                 not a cluster's"
+                    .into(),
+            );
+        }
         self.server.listen.parse::<SocketAddr>().map_err(|e| {
             ConfigError::Invalid(format!("server.listen {:?}: {e}", self.server.listen))
         })?;

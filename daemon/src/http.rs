@@ -45,6 +45,7 @@ async fn metrics(State(node): State<Weak<NodeShared>>) -> axum::response::Respon
             .set(s.queue_len() as i64);
     }
     m.set_memory(&node.memory_report());
+    node.replication.publish(&node.config, m);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         m.render(),

@@ -797,6 +797,9 @@ fn alert_rules_cover_the_issue_and_mirror_the_config() {
         "RushSlotMigrationUnresolved",
         "RushSlotMigrationFailed",
         "RushClusterEpochSkew",
+        "RushReplicaLagging",
+        "RushPrimaryWithoutReplica",
+        "RushReplicationDegraded",
     ] {
         assert!(names.contains(required), "{required} is defined");
     }

@@ -23,13 +23,52 @@ use std::time::{Duration, Instant};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-/// A primary on a fixed port (so it can restart where its replica looks).
-fn primary(dir: &Path, extra: &[&str]) -> Spawned {
-    Spawned::start_fixed(dir, extra)
+/// A `rushd` on fixed ports that serves replicas on `repl` (so it can
+/// restart where its replica looks, and be followed once promoted).
+struct Node {
+    s: Spawned,
+    repl: String,
 }
 
-fn replica(dir: &Path, of: SocketAddr) -> Spawned {
-    Spawned::start_fixed(dir, &["--replica-of", &of.to_string()])
+impl std::ops::Deref for Node {
+    type Target = Spawned;
+    fn deref(&self) -> &Spawned {
+        &self.s
+    }
+}
+
+impl std::ops::DerefMut for Node {
+    fn deref_mut(&mut self) -> &mut Spawned {
+        &mut self.s
+    }
+}
+
+fn node(dir: &Path, extra: &[&str]) -> Node {
+    let repl = common::fixed_listen_addr();
+    let mut args = vec!["--replication-listen", repl.as_str()];
+    args.extend_from_slice(extra);
+    Node {
+        s: Spawned::start_fixed(dir, &args),
+        repl,
+    }
+}
+
+/// The same node again, on the same addresses.
+fn restart(dir: &Path, was: &Node, extra: &[&str]) -> Node {
+    let mut args = vec!["--replication-listen", was.repl.as_str()];
+    args.extend_from_slice(extra);
+    Node {
+        s: Spawned::start_on(dir, &was.addr.to_string(), &args),
+        repl: was.repl.clone(),
+    }
+}
+
+fn primary(dir: &Path, extra: &[&str]) -> Node {
+    node(dir, extra)
+}
+
+fn replica(dir: &Path, of: &Node) -> Node {
+    node(dir, &["--replica-of", &of.repl])
 }
 
 /// A client that gives up at once (a killed node is an error, not a wait).
@@ -158,7 +197,7 @@ async fn a_replica_survives_kill9_and_primary_restarts_and_ends_equal() {
         mixed_round(&c, r).await;
     }
     // The replica bootstraps from what is there, then follows.
-    let mut rep = replica(&rdir, p.addr);
+    let mut rep = replica(&rdir, &p);
     let r = caught_up(p.addr, rep.addr).await;
     assert_eq!(r["replication_bootstrapped"], "true");
     assert_eq!(r["role"], "replica");
@@ -189,7 +228,7 @@ async fn a_replica_survives_kill9_and_primary_restarts_and_ends_equal() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     rep.kill9();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut rep = replica(&rdir, p.addr);
+    let mut rep = replica(&rdir, &p);
     tokio::time::sleep(Duration::from_millis(300)).await;
     writing.store(false, Ordering::Relaxed);
     let rounds = writer.await.unwrap();
@@ -202,9 +241,8 @@ async fn a_replica_survives_kill9_and_primary_restarts_and_ends_equal() {
 
     // The primary restarts: another run, whose backlog holds none of the
     // replica's positions; it bootstraps again by itself.
-    let paddr = p.addr;
     assert!(p.terminate().success());
-    let mut p = Spawned::start_on(&pdir, &paddr.to_string(), &config);
+    let mut p = restart(&pdir, &p, &config);
     let c = connect(p.addr).await;
     mixed_round(&c, 1000).await;
     let r = caught_up(p.addr, rep.addr).await;
@@ -237,7 +275,7 @@ async fn a_replica_left_behind_by_the_backlog_bootstraps_again() {
     let p = primary(&pdir, &["--config", config.to_str().unwrap()]);
     let c = connect(p.addr).await;
     c.set("first", "1").await.unwrap();
-    let mut rep = replica(&rdir, p.addr);
+    let mut rep = replica(&rdir, &p);
     caught_up(p.addr, rep.addr).await;
     rep.kill9();
     // Far more than the smallest backlog (64 KiB a shard) holds.
@@ -245,7 +283,7 @@ async fn a_replica_left_behind_by_the_backlog_bootstraps_again() {
     for i in 0..200 {
         c.set(format!("big-{i}"), value.clone()).await.unwrap();
     }
-    let rep = replica(&rdir, p.addr);
+    let rep = replica(&rdir, &p);
     let r = caught_up(p.addr, rep.addr).await;
     assert_eq!(r["replication_bootstraps"], "1", "{r:?}");
     let p_status = status(p.addr).await;
@@ -271,7 +309,7 @@ async fn promoted_after_kill9_of_the_primary_it_takes_over() {
     .await
     .unwrap();
     mixed_round(&c, 0).await;
-    let rep = replica(&rdir, p.addr);
+    let rep = replica(&rdir, &p);
     caught_up(p.addr, rep.addr).await;
     // A primary can't be promoted, a replica can't be followed.
     let e = connect(p.addr)
@@ -337,14 +375,15 @@ async fn promoted_after_kill9_of_the_primary_it_takes_over() {
             lost += 1;
         }
     }
-    let mut lost_codes = 0;
+    let mut lost_set = HashSet::new();
     let mut old = HashSet::new();
     for code in &codes {
         old.insert(code.clone());
         if c.resolve(code.clone()).await.is_err() {
-            lost_codes += 1;
+            lost_set.insert(code.clone());
         }
     }
+    let lost_codes = lost_set.len();
     eprintln!(
         "async failover: {lost} of {} acknowledged keys and {lost_codes} of {} acknowledged links lost",
         keys.len(),
@@ -358,7 +397,15 @@ async fn promoted_after_kill9_of_the_primary_it_takes_over() {
             .await
             .unwrap()
             .code;
-        assert!(!old.contains(&code), "code {code} issued twice");
+        assert!(
+            !old.contains(&code),
+            "code {code} issued twice (it was {} on the replica when promoted)",
+            if lost_set.contains(&code) {
+                "missing"
+            } else {
+                "present"
+            }
+        );
     }
     let audit = c.envelope_audit().await.unwrap();
     assert!(audit.ok(), "{:?}", audit.problems);
@@ -380,5 +427,159 @@ async fn promoted_after_kill9_of_the_primary_it_takes_over() {
             .unwrap()
             .as_deref(),
         Some(&b"1"[..])
+    );
+}
+
+/// `replication.min_acks = 1`: a write is answered only once the replica
+/// holds it, so a failover loses nothing that was acknowledged. Ten times
+/// over: a fresh replica follows the current primary, writers load it, it
+/// is SIGKILLed at a random moment, the replica is promoted and checked,
+/// and becomes the primary of the next round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sync_failovers_lose_no_acknowledged_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("sync.toml");
+    std::fs::write(
+        &config,
+        "[replication]\nmin_acks = 1\nack_timeout_ms = 2000\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap().to_string();
+    let mut p = node(&tmp.path().join("node-0"), &["--config", &config]);
+    // Without a replica, a durable write is refused at once.
+    let c = connect(p.addr).await;
+    let e = c.set("lonely", "1").await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Unavailable), "{e}");
+    c.limit_policy_set(limit_policy(
+        "flash",
+        &[("per-item", Scope::Item, 1_000_000, "day")],
+    ))
+    .await
+    .unwrap();
+
+    let mut orders: Vec<(String, String)> = Vec::new();
+    let (mut total_keys, mut total_codes) = (0, 0);
+    let failovers = 10;
+    for round in 1..=failovers {
+        let rep = node(
+            &tmp.path().join(format!("node-{round}")),
+            &["--config", &config, "--replica-of", &p.repl],
+        );
+        caught_up(p.addr, rep.addr).await;
+        // Orders acknowledged by the primaries before: each counted once
+        // (a retry is a replay), wherever it was taken.
+        let c = connect(p.addr).await;
+        for (user, order) in orders.drain(..) {
+            let again = c
+                .limit_acquire("flash", user, order.clone(), [OrderItem::new("sku-1", 1)])
+                .await
+                .unwrap();
+            assert!(again.replayed, "order {order} was lost or counted twice");
+        }
+        let audit = c.envelope_audit().await.unwrap();
+        assert!(audit.ok(), "round {round}: {:?}", audit.problems);
+        let mut create = EnvelopeCreate::new(format!("boss-{round}"), 100_000, 1_000);
+        create.expires_in_ms = HOUR.as_millis() as u64;
+        let envelope = c.envelope_create(create).await.unwrap().id;
+
+        let keys: Arc<Mutex<Vec<String>>> = Arc::default();
+        let codes: Arc<Mutex<Vec<String>>> = Arc::default();
+        let acked_orders: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+        let grabs: Arc<Mutex<Vec<(String, u64)>>> = Arc::default();
+        let mut tasks = Vec::new();
+        for t in 0..4 {
+            let c = impatient(p.addr).await;
+            let (keys, codes, acked_orders, grabs) = (
+                keys.clone(),
+                codes.clone(),
+                acked_orders.clone(),
+                grabs.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                for n in 0.. {
+                    let key = format!("r{round}-w{t}-{n}");
+                    if c.set(key.clone(), "1").await.is_err() {
+                        return;
+                    }
+                    keys.lock().unwrap().push(key);
+                    match c
+                        .shorten(format!("https://example.com/{round}/{t}/{n}"))
+                        .await
+                    {
+                        Ok(s) => codes.lock().unwrap().push(s.code),
+                        Err(_) => return,
+                    }
+                    let (user, order) = (format!("u{t}-{}", n % 3), format!("o{round}-{t}-{n}"));
+                    match c
+                        .limit_acquire(
+                            "flash",
+                            user.clone(),
+                            order.clone(),
+                            [OrderItem::new("sku-1", 1)],
+                        )
+                        .await
+                    {
+                        Ok(_) => acked_orders.lock().unwrap().push((user, order)),
+                        Err(_) => return,
+                    }
+                    let who = format!("g{t}-{n}");
+                    match c.envelope_grab(envelope, who.clone()).await {
+                        Ok(g) => grabs.lock().unwrap().push((who, g.amount_cents)),
+                        Err(e) if e.code() == Some(ErrorCode::Empty) => {}
+                        Err(_) => return,
+                    }
+                }
+            }));
+        }
+        let pause = 100 + rand::random::<u64>() % 300;
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        p.kill9();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let promoted = connect(rep.addr)
+            .await
+            .call_on(&rep.addr.to_string(), ReplPromote {})
+            .await
+            .unwrap();
+        assert_eq!(promoted.get("role"), Some("replica"));
+        // Reads need no replica: every acknowledged write is there.
+        let c = connect(rep.addr).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while status(rep.addr).await["role"] != "primary" {
+            assert!(Instant::now() < deadline, "not restarted as a primary");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let keys = keys.lock().unwrap().clone();
+        let codes = codes.lock().unwrap().clone();
+        assert!(!keys.is_empty(), "round {round}: nothing was acknowledged");
+        for k in &keys {
+            assert!(
+                c.get(k.clone()).await.unwrap().is_some(),
+                "round {round}: acknowledged key {k} lost"
+            );
+        }
+        for code in &codes {
+            assert!(
+                c.link_info(code.clone()).await.is_ok(),
+                "round {round}: acknowledged link {code} lost"
+            );
+        }
+        let info = c.envelope_info(envelope).await.unwrap();
+        for (who, cents) in grabs.lock().unwrap().iter() {
+            let found = info.grabs.iter().find(|g| g.user == who.as_bytes());
+            assert_eq!(
+                found.map(|g| g.amount_cents),
+                Some(*cents),
+                "round {round}: acknowledged grab of {who} lost"
+            );
+        }
+        total_keys += keys.len();
+        total_codes += codes.len();
+        orders = acked_orders.lock().unwrap().clone();
+        p = rep;
+    }
+    eprintln!(
+        "{failovers} synchronous failovers: {total_keys} acknowledged keys and {total_codes} links, none lost"
     );
 }

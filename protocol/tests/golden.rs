@@ -151,6 +151,14 @@ fn info_reply() -> InfoReply {
         ("advertise", "h:1"),
         // The map gives "a" no RESP address: the default, port + 2.
         ("resp_advertise", "h:3"),
+        // A primary no replica has fetched from.
+        ("role", "primary"),
+        ("replication_listen", "h:4"),
+        ("replication_run", "5c3b0a7f61e2d401"),
+        ("replication_heads", "0,0"),
+        ("replication_backlog_bytes", "0"),
+        ("replication_replica_lag_records", ""),
+        ("replication_replica_last_fetch_seconds", "never"),
         ("rss_bytes", "536870912"),
         ("memory_budget_bytes", "1073741824"),
         ("memory_block_cache_bytes", "104857600"),

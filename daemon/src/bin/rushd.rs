@@ -96,10 +96,14 @@ struct Args {
     /// Cluster map file (`epoch`, `[[nodes]]` with `id`, `addr`, `slots`).
     #[arg(long, env = "RUSH_CLUSTER_MAP")]
     cluster_map: Option<PathBuf>,
-    /// Follow this primary (`host:port` of its protocol listener) as its
-    /// replica (`[replication] replica_of`).
+    /// Follow this primary (`host:port` of its replication listener) as
+    /// its replica (`[replication] replica_of`).
     #[arg(long, env = "RUSH_REPLICA_OF")]
     replica_of: Option<String>,
+    /// Serve replicas on this address (`[replication] listen`; "" turns
+    /// it off, the default).
+    #[arg(long, env = "RUSH_REPLICATION_LISTEN")]
+    replication_listen: Option<String>,
     /// Log filter (tracing's EnvFilter syntax).
     #[arg(long, env = "RUSH_LOG", default_value = "info")]
     log: String,
@@ -174,6 +178,9 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(v) = args.replica_of {
         config.replication.replica_of = v;
+    }
+    if let Some(v) = args.replication_listen {
+        config.replication.listen = v;
     }
     if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
         config.tls.cert_file = Some(cert);

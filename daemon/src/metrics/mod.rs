@@ -79,6 +79,17 @@ pub struct Metrics {
     pub connections_closed: IntCounterVec,
     pub frames_rejected: IntCounterVec,
     pub auth_failures: IntCounter,
+    /// Replication (see `replication`): waits for a replica's
+    /// acknowledgement, and the gauges set at each scrape
+    /// (`Replication::publish`).
+    pub replication_ack_seconds: local::Histogram,
+    pub replication_ack_timeouts: IntCounter,
+    pub replication_degraded: IntCounter,
+    pub replication_is_replica: IntGauge,
+    pub replication_acks_required: IntGauge,
+    pub replication_replica_connected: IntGauge,
+    pub replication_lag_records: IntGauge,
+    pub replication_lag_seconds: prometheus::Gauge,
     pub row_cache_hits: IntCounter,
     pub row_cache_misses: IntCounter,
     /// The key filters of each shard (`shard::known`), by filter: items,
@@ -381,6 +392,67 @@ impl Metrics {
                 IntCounter::new(
                     "auth_failures_total",
                     "HELLOs with a wrong or missing token",
+                )
+                .expect("valid"),
+            ),
+            replication_ack_seconds: histogram(
+                "replication_ack_seconds",
+                "Time a group commit waited for a replica to hold it (replication.min_acks = 1)",
+                LATENCY_BUCKETS,
+            ),
+            replication_ack_timeouts: reg(
+                &r,
+                IntCounter::new(
+                    "replication_ack_timeouts_total",
+                    "Group commits no replica acknowledged within replication.ack_timeout_ms",
+                )
+                .expect("valid"),
+            ),
+            replication_degraded: reg(
+                &r,
+                IntCounter::new(
+                    "replication_degraded_total",
+                    "Of those, answered as done anyway (replication.degrade = true)",
+                )
+                .expect("valid"),
+            ),
+            replication_is_replica: reg(
+                &r,
+                IntGauge::new(
+                    "replication_is_replica",
+                    "1 on a replica (it serves no slot), 0 on a primary",
+                )
+                .expect("valid"),
+            ),
+            replication_acks_required: reg(
+                &r,
+                IntGauge::new(
+                    "replication_acks_required",
+                    "replication.min_acks of a primary: replicas that must hold a write before it is answered",
+                )
+                .expect("valid"),
+            ),
+            replication_replica_connected: reg(
+                &r,
+                IntGauge::new(
+                    "replication_replica_connected",
+                    "On a primary: 1 when a replica fetched within the last 6 s",
+                )
+                .expect("valid"),
+            ),
+            replication_lag_records: reg(
+                &r,
+                IntGauge::new(
+                    "replication_lag_records",
+                    "Group commits the replica lacks (on a replica: by its last fetch; on a primary: by its replica's last fetch)",
+                )
+                .expect("valid"),
+            ),
+            replication_lag_seconds: reg(
+                &r,
+                prometheus::Gauge::new(
+                    "replication_lag_seconds",
+                    "On a replica: how long it has been behind its primary (0 when caught up)",
                 )
                 .expect("valid"),
             ),

@@ -3,10 +3,12 @@
 //! the new positions (`meta::REPLICATION_STATE`), so a replica killed at
 //! any moment restarts from exactly what it holds.
 //!
-//! The writes go to RocksDB's WAL unsynced: a killed process loses nothing
-//! (the page cache has it), and a machine that loses power comes back with
-//! a consistent prefix whose positions say where to go on. A replica
-//! doesn't acknowledge anything to clients, so that is all it needs.
+//! Each fetch's batch is synced before the next fetch, whose positions tell
+//! the primary what the replica holds durably: with `replication.min_acks
+//! = 1` that is the acknowledgement the primary's answers wait for. (One
+//! fsync per fetch: under load a fetch carries many group commits.)
+//! Snapshot pages are written unsynced; the write that completes the
+//! bootstrap is synced, and with it all before it.
 //!
 //! The replica's shards serve no slot meanwhile (requests are MOVED to the
 //! primary) and run no timers: nothing but this loop writes its data. A
@@ -404,7 +406,9 @@ fn apply(storage: &Storage, mut a: Applied, reply: ReplFetchReply) -> Result<App
         a.meta_version = *version;
     }
     storage.batch_meta_put(&mut batch, meta::REPLICATION_STATE, &a.encode());
-    storage.write(batch, false).map_err(|e| e.to_string())?;
+    // Synced: the next fetch tells the primary these positions are held,
+    // which with `min_acks = 1` releases its answers.
+    storage.write(batch, true).map_err(|e| e.to_string())?;
     Ok(a)
 }
 

@@ -29,6 +29,7 @@
 //! writes) and can't be followed itself.
 
 pub mod follow;
+pub mod listen;
 pub mod record;
 pub mod source;
 
@@ -51,7 +52,11 @@ const MAX_FETCH_WAIT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReplicationConfig {
-    /// `host:port` of the primary (its protocol listener) this node
+    /// Where a primary serves its replicas (`host:port`; empty: nowhere,
+    /// no replica can follow this node). Its own listener, served off the
+    /// shards (`listen`).
+    pub listen: String,
+    /// `host:port` of the primary's replication listener this node
     /// follows; empty: this node is a primary. Ignored once the node was
     /// promoted (it stays a primary; start it on an empty data directory to
     /// follow again).
@@ -60,14 +65,44 @@ pub struct ReplicationConfig {
     /// (split over the shards; oldest dropped first). A replica that falls
     /// further behind bootstraps again.
     pub backlog_mb: usize,
+    /// 1: a durable write is answered only once a replica holds it durably
+    /// too (one round trip per group commit, not per write); 0: once it is
+    /// on this node's disk (asynchronous, as Redis and Kvrocks).
+    pub min_acks: u8,
+    /// With `min_acks = 1`: how long a group commit waits for the replica.
+    pub ack_timeout_ms: u64,
+    /// With `min_acks = 1`: what a write no replica acknowledged in time
+    /// is answered. false: UNAVAILABLE (the write is on this node only);
+    /// true: done, as if asynchronous (`rush_replication_degraded_total`
+    /// counts them, and an alert says so).
+    pub degrade: bool,
 }
 
 impl Default for ReplicationConfig {
     fn default() -> Self {
         ReplicationConfig {
+            listen: String::new(),
             replica_of: String::new(),
             backlog_mb: 64,
+            min_acks: 0,
+            ack_timeout_ms: 1_000,
+            degrade: false,
         }
+    }
+}
+
+impl ReplicationConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.min_acks > 1 {
+            return Err(format!(
+                "replication.min_acks is {}; a node has one replica: 0 (asynchronous) or 1",
+                self.min_acks
+            ));
+        }
+        if self.min_acks > 0 && self.ack_timeout_ms == 0 {
+            return Err("replication.ack_timeout_ms must be positive with min_acks = 1".into());
+        }
+        Ok(())
     }
 }
 
@@ -83,6 +118,8 @@ pub struct Replication {
     pub restart: watch::Sender<bool>,
     /// When this node was promoted from a replica (unix ms).
     pub promoted_at: Option<u64>,
+    /// The replication listener's bound address.
+    pub listen_addr: std::sync::OnceLock<std::net::SocketAddr>,
 }
 
 /// Whether this start of the node is a replica: configured as one, and not
@@ -121,12 +158,14 @@ impl Replication {
             source: Arc::new(Source::new(
                 storage.shards(),
                 config.replication.backlog_mb << 20,
+                config.replication.min_acks > 0,
             )),
             follow: standby.map(|p| Arc::new(follow::Follow::new(p.to_string()))),
             stop_follow,
             follow_task: Mutex::new(None),
             restart: watch::channel(false).0,
             promoted_at: promoted_at(storage)?,
+            listen_addr: std::sync::OnceLock::new(),
         })
     }
 
@@ -159,6 +198,41 @@ impl Replication {
             "replica"
         } else {
             "primary"
+        }
+    }
+
+    /// The replication gauges, before a scrape renders.
+    pub fn publish(&self, config: &crate::Config, m: &crate::metrics::Metrics) {
+        m.replication_is_replica
+            .set(i64::from(self.follow.is_some()));
+        match &self.follow {
+            Some(f) => {
+                let s = f.snapshot();
+                m.replication_acks_required.set(0);
+                m.replication_lag_records.set(s.lag_records() as i64);
+                m.replication_lag_seconds
+                    .set(s.behind_since.map_or(0.0, |t| t.elapsed().as_secs_f64()));
+                m.replication_replica_connected.set(0);
+            }
+            None => {
+                m.replication_acks_required
+                    .set(i64::from(config.replication.min_acks));
+                let last = self.source.last_fetch.lock().expect("not poisoned").clone();
+                let connected = last
+                    .as_ref()
+                    .is_some_and(|l| l.at.elapsed() < source::REPLICA_GONE_AFTER);
+                m.replication_replica_connected.set(i64::from(connected));
+                let heads = self.source.heads();
+                let lag = last.map_or(0, |l| {
+                    heads
+                        .iter()
+                        .zip(&l.positions)
+                        .map(|(h, p)| h.saturating_sub(*p))
+                        .sum::<u64>()
+                });
+                m.replication_lag_records.set(lag as i64);
+                m.replication_lag_seconds.set(0.0);
+            }
         }
     }
 
@@ -198,6 +272,12 @@ impl Replication {
             let heads = self.source.heads();
             let last = self.source.last_fetch.lock().expect("not poisoned").clone();
             rows.extend([
+                (
+                    "replication_listen",
+                    self.listen_addr
+                        .get()
+                        .map_or_else(String::new, ToString::to_string),
+                ),
                 ("replication_run", format!("{:016x}", self.source.run_id)),
                 ("replication_heads", join(&heads)),
                 ("replication_backlog_bytes", self.source.bytes().to_string()),
@@ -232,7 +312,7 @@ fn join(v: &[u64]) -> String {
     v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
 }
 
-fn info_reply(rows: Vec<(&'static str, String)>) -> InfoReply {
+pub(crate) fn info_reply(rows: Vec<(&'static str, String)>) -> InfoReply {
     InfoReply {
         rows: rows.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
     }
@@ -241,8 +321,10 @@ fn info_reply(rows: Vec<(&'static str, String)>) -> InfoReply {
 /// Answer a replication request (a node task).
 pub async fn handle(node: Arc<NodeShared>, request: Request, sink: ReplySink) {
     let result = match request {
-        Request::ReplSnapshot(s) => snapshot(&node, s).await,
-        Request::ReplFetch(f) => fetch(&node, f).await.map(Reply::ReplFetch),
+        Request::ReplSnapshot(_) | Request::ReplFetch(_) => Err(RushError::bad_request(
+            "replicas fetch from the primary's replication listener (replication.listen), not \
+             the protocol listener",
+        )),
         Request::ReplStatus(_) => Ok(Reply::ReplStatus(info_reply(
             node.replication.rows(&node.storage),
         ))),
@@ -276,7 +358,7 @@ fn refuse_on_replica(node: &NodeShared) -> Result<(), RushError> {
     Ok(())
 }
 
-async fn snapshot(
+pub(crate) async fn snapshot(
     node: &Arc<NodeShared>,
     s: rush_protocol::cmd::ReplSnapshot,
 ) -> Result<Reply, RushError> {
@@ -299,7 +381,7 @@ async fn snapshot(
     .map(Reply::ReplSnapshot)
 }
 
-async fn fetch(
+pub(crate) async fn fetch(
     node: &Arc<NodeShared>,
     f: rush_protocol::cmd::ReplFetch,
 ) -> Result<ReplFetchReply, RushError> {
@@ -312,6 +394,7 @@ async fn fetch(
         at: std::time::Instant::now(),
         positions: f.positions.clone(),
     });
+    source.ack(f.run_id, &f.positions);
     loop {
         // Armed before looking, so an append in between is not missed.
         let appended = source.appended();
@@ -394,8 +477,10 @@ async fn promote(node: &Arc<NodeShared>) -> Result<InfoReply, RushError> {
 /// one.
 pub const PROMOTE_SKIP_SEGMENTS: u64 = 2;
 
-/// Stage every stored ID sequence's high-water mark moved past
-/// [`PROMOTE_SKIP_SEGMENTS`] of its segments into `batch`; how many.
+/// Stage every ID sequence's high-water mark of every slot moved past
+/// [`PROMOTE_SKIP_SEGMENTS`] of its segments into `batch` (a slot with no
+/// mark yet gets one: the old primary may have started it in the window
+/// this replica missed); how many.
 fn skip_ids(
     storage: &Storage,
     config: &crate::Config,
@@ -403,35 +488,27 @@ fn skip_ids(
 ) -> Result<usize, StorageError> {
     use crate::storage::keys::{self, kind, seq};
     use crate::storage::value;
-    let step = |k: u8| match k {
-        seq::ENVELOPE_ID => config.envelopes.id_step,
-        k if (seq::link_code(5)..=seq::link_code(8)).contains(&k) => {
-            config.links.segment_step(k - seq::link_code(5) + 5)
-        }
-        _ => 1_000,
-    };
+    let kinds: Vec<(u8, u64)> = (5..=8)
+        .map(|len| (seq::link_code(len), config.links.segment_step(len)))
+        .chain([(seq::ENVELOPE_ID, config.envelopes.id_step)])
+        .collect();
     let shards = storage.shards();
     let mut n = 0;
     for shard in 0..shards {
         for slot in crate::shard::route::slots_of_shard(shard, shards) {
-            let from = keys::sequence(slot, 0);
-            let to = keys::sequence(slot, u8::MAX);
-            let mut found = Vec::new();
-            storage.scan(shard, &from, &to, |k, v| {
-                found.push((k.to_vec(), v.to_vec()));
-                true
-            })?;
-            for (k, v) in found {
-                let stored = value::Stored::decode(&v)?;
-                let Ok(hwm) = <[u8; 8]>::try_from(stored.payload) else {
-                    continue;
+            for &(k, step) in &kinds {
+                let key = keys::sequence(slot, k);
+                let hwm = match storage.get(shard, &key)? {
+                    Some(raw) => {
+                        let stored = value::Stored::decode(&raw)?;
+                        <[u8; 8]>::try_from(stored.payload).map_or(0, u64::from_be_bytes)
+                    }
+                    None => 0,
                 };
-                let k_kind = *k.last().expect("a sequence key ends with its kind");
-                let moved = u64::from_be_bytes(hwm)
-                    .saturating_add(PROMOTE_SKIP_SEGMENTS.saturating_mul(step(k_kind).max(1)));
+                let moved = hwm.saturating_add(PROMOTE_SKIP_SEGMENTS.saturating_mul(step.max(1)));
                 batch.put_cf(
                     storage.cf(shard),
-                    &k,
+                    &key,
                     value::encode(kind::SEQUENCE, 0, &moved.to_be_bytes()),
                 );
                 n += 1;

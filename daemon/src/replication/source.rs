@@ -28,7 +28,7 @@ use rush_protocol::RushError;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -60,6 +60,17 @@ struct ShardBacklog {
     inner: Mutex<Backlog>,
 }
 
+/// What became of a wait for a replica ([`Source::wait_acked`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ack {
+    /// The replica holds the record.
+    Held,
+    /// Not within the time given.
+    NotYet,
+    /// No replica has fetched for [`REPLICA_GONE_AFTER`] (or ever).
+    NoReplica,
+}
+
 /// What a replica fetched last (for the primary's status).
 #[derive(Clone, Debug)]
 pub struct Follower {
@@ -79,7 +90,22 @@ pub struct Source {
     sessions: Mutex<HashMap<u64, mpsc::SyncSender<PageAsk>>>,
     /// The last fetch a replica made.
     pub last_fetch: Mutex<Option<Follower>>,
+    /// What a replica holds durably, by its fetches (`min_acks = 1`).
+    acked: Mutex<Acked>,
+    acked_changed: Condvar,
 }
+
+/// The positions a replica said it holds durably, and when it last asked.
+struct Acked {
+    positions: Vec<u64>,
+    seen: Option<Instant>,
+}
+
+/// A replica that has not fetched for this long is gone: a write that
+/// needs its acknowledgement fails at once instead of waiting. (A fetch
+/// waits up to 5 s for records; one is always under way while a replica
+/// follows.)
+pub const REPLICA_GONE_AFTER: Duration = Duration::from_secs(6);
 
 struct PageAsk {
     max_bytes: usize,
@@ -87,15 +113,22 @@ struct PageAsk {
 }
 
 impl Source {
-    pub fn new(shards: usize, backlog_bytes: usize) -> Source {
+    /// `capture`: keep commits from the start (a primary whose writes wait
+    /// for a replica's acknowledgement), not from the first snapshot.
+    pub fn new(shards: usize, backlog_bytes: usize, capture: bool) -> Source {
         Source {
             run_id: rand::random::<u64>() | 1,
             shards: (0..shards)
                 .map(|_| ShardBacklog {
-                    capturing: AtomicBool::new(false),
+                    capturing: AtomicBool::new(capture),
                     inner: Mutex::new(Backlog::default()),
                 })
                 .collect(),
+            acked: Mutex::new(Acked {
+                positions: vec![0; shards],
+                seen: None,
+            }),
+            acked_changed: Condvar::new(),
             budget: (backlog_bytes / shards.max(1)).max(1 << 16),
             appended: tokio::sync::Notify::new(),
             sessions: Mutex::new(HashMap::new()),
@@ -114,9 +147,9 @@ impl Source {
         self.shards[shard].capturing.store(true, Ordering::Relaxed);
     }
 
-    /// Shard `i` committed `record`.
-    pub fn append(&self, shard: usize, record: &[u8]) {
-        {
+    /// Shard `i` committed `record`; its seq.
+    pub fn append(&self, shard: usize, record: &[u8]) -> u64 {
+        let seq = {
             let mut b = self.shards[shard].inner.lock().expect("not poisoned");
             b.head += 1;
             let seq = b.head;
@@ -126,8 +159,48 @@ impl Source {
                 let (_, gone) = b.records.pop_front().expect("more than one");
                 b.bytes -= gone.len();
             }
-        }
+            seq
+        };
         self.appended.notify_waiters();
+        seq
+    }
+
+    /// A replica of this run fetched from `positions`: it holds those
+    /// records durably (it syncs what it applies before it fetches again).
+    pub fn ack(&self, run_id: u64, positions: &[u64]) {
+        let mut a = self.acked.lock().expect("not poisoned");
+        a.seen = Some(Instant::now());
+        if run_id == self.run_id && positions.len() == a.positions.len() {
+            for (have, &p) in a.positions.iter_mut().zip(positions) {
+                *have = (*have).max(p);
+            }
+        }
+        drop(a);
+        self.acked_changed.notify_all();
+    }
+
+    /// Wait until a replica holds shard `shard`'s record `seq`, at most
+    /// `timeout`.
+    pub fn wait_acked(&self, shard: usize, seq: u64, timeout: Duration) -> Ack {
+        let deadline = Instant::now() + timeout;
+        let mut a = self.acked.lock().expect("not poisoned");
+        loop {
+            if a.positions[shard] >= seq {
+                return Ack::Held;
+            }
+            if a.seen.is_none_or(|t| t.elapsed() > REPLICA_GONE_AFTER) {
+                return Ack::NoReplica;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ack::NotYet;
+            }
+            a = self
+                .acked_changed
+                .wait_timeout(a, left)
+                .expect("not poisoned")
+                .0;
+        }
     }
 
     /// The last record shard `i` appended.

@@ -89,6 +89,8 @@ pub struct Running {
     /// The short-link redirect listener; stops (gracefully) with the accept
     /// loop, before the shards it sends jobs to.
     redirect: Option<JoinHandle<()>>,
+    /// The replication listener (`replication.listen`).
+    repl: Option<JoinHandle<()>>,
     shard_threads: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -100,6 +102,11 @@ impl Running {
 
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr
+    }
+
+    /// The replication listener's address, when it is on.
+    pub fn replication_addr(&self) -> Option<SocketAddr> {
+        self.node.replication.listen_addr.get().copied()
     }
 
     /// The RESP listener's address, when it is on.
@@ -153,6 +160,10 @@ impl Running {
         let node = self.node;
         node.ready.store(false, Ordering::SeqCst);
         node.replication.stop_following().await;
+        if let Some(repl) = self.repl {
+            repl.abort();
+            let _ = repl.await;
+        }
         let _ = self.shutdown_tx.send(true);
         let _ = self.accept.await;
         if let Some(resp) = self.resp_accept {
@@ -268,6 +279,15 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
     // RESP last: its default port (the protocol's + 2) gives way to a
     // listener configured on it (deploy/cluster.sh puts redirects there).
     let resp_listener = bind_resp(&config, addr).await?;
+    let repl_listener = if config.replication.listen.is_empty() {
+        None
+    } else {
+        Some(
+            bind(&config.replication.listen, config.server.listen_backlog)
+                .await
+                .with_context(|| format!("binding {}", config.replication.listen))?,
+        )
+    };
     let resp_addr = resp_listener.as_ref().map(|l| l.local_addr()).transpose()?;
     // Short URLs name the redirect listener as bound (its real port when
     // configured as 0), unless links.base_url says otherwise.
@@ -388,6 +408,15 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
             shutdown_rx.clone(),
         ))
     });
+    let repl = repl_listener
+        .map(|l| -> anyhow::Result<_> {
+            let _ = node.replication.listen_addr.set(l.local_addr()?);
+            Ok(tokio::spawn(crate::replication::listen::serve(
+                l,
+                node.clone(),
+            )))
+        })
+        .transpose()?;
     node.replication.start_following(&node);
     node.ready.store(true, Ordering::SeqCst);
     // A slot move this node was coordinating when it stopped is resolved
@@ -405,6 +434,7 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
         resp_accept,
         http,
         redirect,
+        repl,
         shard_threads: threads,
     })
 }
@@ -439,6 +469,9 @@ pub async fn run(
                 }
                 if let Some(a) = running.redirect_addr {
                     config.links.redirect_listen = a.to_string();
+                }
+                if let Some(a) = running.replication_addr() {
+                    config.replication.listen = a.to_string();
                 }
                 running.shutdown().await?;
             }

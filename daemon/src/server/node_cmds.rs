@@ -110,7 +110,7 @@ pub fn shards(node: &NodeShared) -> ShardsReply {
     }
 }
 
-fn hello(
+pub(crate) fn hello(
     node: &NodeShared,
     state: &mut ConnState,
     h: rush_protocol::cmd::Hello,

@@ -245,7 +245,14 @@ pub struct Shard {
     node: Option<Arc<NodeShared>>,
     /// A commit's replication record, built here (kept between commits).
     repl_record: Vec<u8>,
+    /// The last commit's record a replica must hold before its answers go
+    /// out (`replication.min_acks = 1`).
+    awaiting_ack: Option<u64>,
 }
+
+/// How often a pass waiting for a replica's acknowledgement looks at its
+/// mailbox for answers to write out.
+const ACK_POLL: Duration = Duration::from_millis(1);
 
 /// How long a failed write back waits before it is tried again.
 const WRITE_BACK_RETRY: Duration = Duration::from_secs(1);
@@ -315,6 +322,7 @@ pub fn create(id: usize, ctx: ShardContext) -> std::io::Result<(ShardHandle, Sha
         io: pass::Loop::new(shards, &ctx.config),
         node: None,
         repl_record: Vec::new(),
+        awaiting_ack: None,
         ctx,
     };
     Ok((handle, shard))
@@ -372,7 +380,10 @@ impl Shard {
             self.commit_direct(&mut finished, has_rows)
         };
         if replicate && outcome.is_ok() && !self.repl_record.is_empty() {
-            self.ctx.replication.append(self.id, &self.repl_record);
+            let seq = self.ctx.replication.append(self.id, &self.repl_record);
+            if finished.sync && self.ctx.config.replication.min_acks > 0 {
+                self.awaiting_ack = Some(seq);
+            }
         }
         self.ctx
             .metrics
@@ -461,6 +472,51 @@ impl Shard {
             finished.settle_rows(&mut self.rows, outcome.is_ok());
         }
         outcome
+    }
+
+    /// With `replication.min_acks = 1`, after a pass's commit: wait until a
+    /// replica holds it (the answers that waited for the commit wait for
+    /// this too). One round trip per group commit, as the fsync is one per
+    /// group; the shard waits as it waits for that fsync. Not acknowledged
+    /// in time: UNAVAILABLE for them (the writes are on this node, and stay)
+    /// unless `replication.degrade` lets them through as done.
+    fn await_replica(&mut self) -> Result<(), RushError> {
+        let Some(seq) = self.awaiting_ack.take() else {
+            return Ok(());
+        };
+        use crate::replication::source::Ack;
+        let timeout = Duration::from_millis(self.ctx.config.replication.ack_timeout_ms);
+        let waited = Instant::now();
+        let deadline = waited + timeout;
+        let acked = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let step = left.min(ACK_POLL);
+            match self.ctx.replication.wait_acked(self.id, seq, step) {
+                Ack::NotYet if !left.is_zero() => {}
+                other => break other == Ack::Held,
+            }
+            // The replica's fetch may be a connection of this shard: its
+            // answer (posted by the node task that ran it) must go out, or
+            // the acknowledgement never comes.
+            self.deliver_answers_while_waiting();
+        };
+        let cfg = &self.ctx.config.replication;
+        let m = &self.ctx.metrics;
+        m.replication_ack_seconds
+            .observe(waited.elapsed().as_secs_f64());
+        if acked {
+            return Ok(());
+        }
+        m.replication_ack_timeouts.inc();
+        if cfg.degrade {
+            m.replication_degraded.inc();
+            return Ok(());
+        }
+        Err(RushError::unavailable(format!(
+            "no replica acknowledged this write within {} ms (replication.min_acks = 1): it is \
+             on this node only, and may be lost if this node is",
+            cfg.ack_timeout_ms
+        )))
     }
 
     /// Make RocksDB hold every committed write: wait for the run in flight,

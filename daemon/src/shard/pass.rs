@@ -137,6 +137,9 @@ pub(crate) struct Loop {
     /// admission control.
     lane_counts: HashMap<u64, usize>,
     more_mail: bool,
+    /// Messages taken off the mailbox while the shard waited for a
+    /// replica ([`Shard::await_replica`]): the next pass's, first.
+    pub(super) stashed: std::collections::VecDeque<ShardMsg>,
     // Between passes.
     tick_waiters: Vec<oneshot::Sender<()>>,
     slot_ops: Vec<SlotOp>,
@@ -198,7 +201,11 @@ impl Shard {
 
     fn poll_timeout(&self) -> Duration {
         let io = &self.io;
-        if !self.lanes.is_empty() || !io.pending.is_empty() || io.more_mail {
+        if !self.lanes.is_empty()
+            || !io.pending.is_empty()
+            || io.more_mail
+            || !io.stashed.is_empty()
+        {
             return Duration::ZERO;
         }
         let now = Instant::now();
@@ -224,7 +231,12 @@ impl Shard {
         let mut taken = 0;
         let mut messages = 0;
         self.io.more_mail = false;
-        while let Some(msg) = self.mailbox.try_recv() {
+        while let Some(msg) = self
+            .io
+            .stashed
+            .pop_front()
+            .or_else(|| self.mailbox.try_recv())
+        {
             messages += 1;
             match msg {
                 ShardMsg::Node(node) => self.node = Some(node),
@@ -332,7 +344,7 @@ impl Shard {
         if self.io.executed > 0 {
             self.ctx.metrics.batch_size.observe(self.io.executed as f64);
         }
-        let outcome = self.commit(txn);
+        let outcome = self.commit(txn).and_then(|()| self.await_replica());
         self.release_held(outcome.err());
 
         // 7. Answers to other shards' connections; 8. our connections'.
@@ -387,6 +399,23 @@ impl Shard {
             return true;
         }
         false
+    }
+
+    /// While a pass waits for a replica: write out the answers node tasks
+    /// posted for connections that hold none of the pass's answers (which
+    /// must not be overtaken); keep every other message for the next pass.
+    pub(super) fn deliver_answers_while_waiting(&mut self) {
+        while let Some(msg) = self.mailbox.try_recv() {
+            match msg {
+                ShardMsg::Answer(conn, size, frame)
+                    if self.io.conn(conn).is_some_and(|c| c.held_reqs.is_empty()) =>
+                {
+                    self.io.deliver(conn, size, &frame)
+                }
+                other => self.io.stashed.push_back(other),
+            }
+        }
+        self.flush_touched(Instant::now());
     }
 
     /// Stop: what still waits is run and answered, timers run once more

@@ -52,6 +52,7 @@ impl Loop {
             tick_waiters: Vec::new(),
             slot_ops: Vec::new(),
             repl_pauses: Vec::new(),
+            stashed: Default::default(),
             next_tick: now,
             next_scan: now,
             draining: None,

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# What a replica costs its primary: kv-set against a primary alone, with an
+# What a replica costs its primary: WORKLOAD (kv-set by default; `mixed`
+# runs every service at once, preloaded) against a primary alone, with an
 # asynchronous replica, and with replication.min_acks = 1, round by round,
 # each on fresh nodes. The primary runs --shards 1 on the first CPU; the
 # replica and rush-bench share the second (on a 2-core machine). Prints
-# rush-bench's throughput, latency and CPU per operation for each, and the
-# replica's CPU seconds.
+# rush-bench's throughput, latency and CPU per operation for each, the
+# replica's CPU seconds, and the largest lag its status showed (sampled
+# every 0.2 s).
 #
-#   bench/replication-cost.sh [ROUNDS] [SECONDS]
+#   bench/replication-cost.sh [ROUNDS] [SECONDS] [WORKLOAD]
 #
 # Loopback only (ports 7601, 7608, 7611); everything it starts is stopped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-rounds=${1:-2} secs=${2:-8}
+rounds=${1:-2} secs=${2:-8} workload=${3:-kv-set}
+extra=()
+[ "$workload" = kv-set ] || extra=(--preload --keys 100000)
 bin=target/release
 for b in rushd rush rush-bench; do
     [ -x "$bin/$b" ] || { echo "replication-cost.sh: $bin/$b is missing (cargo build --release)" >&2; exit 1; }
@@ -39,11 +43,23 @@ for r in $(seq 1 "$rounds"); do
                 sleep 0.2
             done
         fi
-        out=$(taskset -c 1 "$bin/rush-bench" kv-set --target rush://127.0.0.1:7601 --duration "$secs" \
-            -P 16 -c 50 --server-pid "$p" -q 2>&1 | grep -iE "throughput|latency|cpu" | tr -s ' ' | tr '\n' ' ')
+        : > "$work/lag"
+        if [ -n "$rep" ]; then
+            (while kill -0 "$rep" 2>/dev/null; do
+                "$bin/rush" --addr 127.0.0.1:7611 replication status 2>/dev/null \
+                    | awk -F': ' '/^replication_lag_(records|seconds)/ {printf "%s ", $2} END {print ""}' >> "$work/lag"
+                sleep 0.2
+            done) &
+            pids+=($!)
+        fi
+        out=$(taskset -c 1 "$bin/rush-bench" "$workload" --target rush://127.0.0.1:7601 --duration "$secs" \
+            -P 16 -c 50 --server-pid "$p" -q "${extra[@]}" 2>&1 | grep -iE "throughput|latency|cpu" | tr -s ' ' | tr '\n' ' ')
         cpu=
-        [ -n "$rep" ] && cpu=" replica CPU $(awk '{printf "%.1f s", ($14+$15)/100}' "/proc/$rep/stat")"
-        echo "round $r $mode: $out$cpu"
+        if [ -n "$rep" ]; then
+            cpu=" replica CPU $(awk '{printf "%.1f s", ($14+$15)/100}' "/proc/$rep/stat")"
+            cpu+="; lag at most $(awk 'NF == 2 { if ($1 > r) r = $1; if ($2 > s) s = $2 } END {printf "%d commits, %.2f s", r, s}' "$work/lag")"
+        fi
+        echo "round $r $workload $mode: $out$cpu"
         kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null; pids=()
     done
 done

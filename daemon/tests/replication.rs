@@ -211,6 +211,11 @@ async fn a_replica_survives_kill9_and_primary_restarts_and_ends_equal() {
         .await
         .unwrap_err();
     assert_eq!(moved.code(), Some(ErrorCode::Moved), "{moved}");
+    assert!(
+        moved.to_string().contains(&p.addr.to_string()),
+        "MOVED names the primary's protocol address {}: {moved}",
+        p.addr
+    );
 
     // Writes keep coming while the replica is killed and restarted.
     let writing = Arc::new(AtomicBool::new(true));
@@ -409,6 +414,12 @@ async fn promoted_after_kill9_of_the_primary_it_takes_over() {
     }
     let audit = c.envelope_audit().await.unwrap();
     assert!(audit.ok(), "{:?}", audit.problems);
+    // The old primary comes back as the new one's replica: what it holds is
+    // replaced by the new primary's copy (its unreplicated writes too).
+    let old = restart(&pdir, &p, &["--replica-of", &rep.repl]);
+    let r = caught_up(rep.addr, old.addr).await;
+    assert_eq!(r["replication_bootstrapped"], "true", "{r:?}");
+    drop(old);
     // The promotion is durable: a restart with --replica-of still set
     // leaves it a primary.
     let addr = rep.addr;
@@ -432,9 +443,10 @@ async fn promoted_after_kill9_of_the_primary_it_takes_over() {
 
 /// `replication.min_acks = 1`: a write is answered only once the replica
 /// holds it, so a failover loses nothing that was acknowledged. Ten times
-/// over: a fresh replica follows the current primary, writers load it, it
-/// is SIGKILLed at a random moment, the replica is promoted and checked,
-/// and becomes the primary of the next round.
+/// over (`RUSH_FAILOVERS`, or `scripts/failover-soak`, for more): a fresh
+/// replica follows the current primary, writers load it, it is SIGKILLed
+/// at a random moment, the replica is promoted and checked, and becomes
+/// the primary of the next round.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sync_failovers_lose_no_acknowledged_write() {
     let tmp = tempfile::tempdir().unwrap();
@@ -459,7 +471,10 @@ async fn sync_failovers_lose_no_acknowledged_write() {
 
     let mut orders: Vec<(String, String)> = Vec::new();
     let (mut total_keys, mut total_codes) = (0, 0);
-    let failovers = 10;
+    let failovers: usize = std::env::var("RUSH_FAILOVERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
     for round in 1..=failovers {
         let rep = node(
             &tmp.path().join(format!("node-{round}")),

@@ -183,7 +183,7 @@ impl Cluster {
         let map = match (stored, file) {
             // A replica serves no slot: its map names the primary for all
             // (requests are MOVED there). Not stored.
-            _ if let Some(primary) = standby_of => lone_map("primary", primary),
+            _ if let Some(primary) = standby_of => standby_map(primary),
             (None, None) => lone_map(node_id, &advertise),
             (Some(s), None) => s,
             (None, Some(f)) => {
@@ -311,6 +311,12 @@ impl Cluster {
 }
 
 /// The map of a node that was never given one: it owns every slot.
+/// A replica's map: every slot its primary's, at `addr` (its replication
+/// listener until the follower learns the primary's protocol address).
+pub fn standby_map(addr: &str) -> ClusterSlotsReply {
+    lone_map("primary", addr)
+}
+
 fn lone_map(node_id: &str, advertise: &str) -> ClusterSlotsReply {
     ClusterSlotsReply {
         epoch: 0,

@@ -20,7 +20,7 @@ use crate::replication::record::{self, Op};
 use crate::storage::keys::{self, meta};
 use crate::storage::{Storage, WriteBatch};
 use rush_protocol::cmd::cluster::replication::META_FAMILY;
-use rush_protocol::cmd::{ReplFetch, ReplFetchReply, ReplSnapshot, ReplSnapshotReply};
+use rush_protocol::cmd::{Info, ReplFetch, ReplFetchReply, ReplSnapshot, ReplSnapshotReply};
 use rush_protocol::ErrorCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -141,16 +141,18 @@ impl Follow {
     }
 }
 
-/// Follow the primary until `stop` turns true.
+/// Follow the primary until `stop` turns true. `routing` sends this
+/// node's requests to the primary (MOVED).
 pub async fn run(
     follow: Arc<Follow>,
     storage: Arc<Storage>,
     peers: Peers,
+    routing: Arc<crate::cluster::routing::Routing>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = BACKOFF_MIN;
     while !*stop.borrow() {
-        match follow_once(&follow, &storage, &peers, &mut stop).await {
+        match follow_once(&follow, &storage, &peers, &routing, &mut stop).await {
             Ok(()) => backoff = BACKOFF_MIN,
             Err(e) => {
                 tracing::warn!(primary = %follow.primary, error = %e, "replication: will retry");
@@ -175,12 +177,21 @@ async fn follow_once(
     follow: &Follow,
     storage: &Arc<Storage>,
     peers: &Peers,
+    routing: &crate::cluster::routing::Routing,
     stop: &mut watch::Receiver<bool>,
 ) -> Result<(), String> {
     let mut conn = peers
         .connect(&follow.primary)
         .await
         .map_err(|e| e.to_string())?;
+    // Where the primary's clients reach it: this node's MOVED answers
+    // send them there.
+    let info = conn.call(&Info {}).await.map_err(|e| e.to_string())?;
+    if let Some(addr) = info.get("advertise").filter(|a| !a.is_empty()) {
+        if routing.map().owner(0).1 != addr {
+            routing.install(crate::cluster::standby_map(addr))?;
+        }
+    }
     let mut applied = match Applied::load(storage) {
         Some(a) if a.complete => a,
         _ => bootstrap(follow, storage, &mut conn).await?,

@@ -9,7 +9,7 @@
 //!
 //! The same frames as the protocol listener, one request at a time per
 //! connection: HELLO (with the admin token when auth is on; TLS when the
-//! node serves TLS), PING, REPL_SNAPSHOT, REPL_FETCH, REPL_STATUS.
+//! node serves TLS), PING, INFO, REPL_SNAPSHOT, REPL_FETCH, REPL_STATUS.
 //! Anything else is BAD_REQUEST.
 
 use super::{fetch, snapshot};
@@ -117,6 +117,7 @@ async fn answer(
     }
     match req {
         Request::Ping(p) => Ok(Reply::Ping(Pong { payload: p.payload })),
+        Request::Info(_) => Ok(Reply::Info(crate::server::node_cmds::info(node))),
         Request::ReplSnapshot(s) => snapshot(node, s).await,
         Request::ReplFetch(f) => fetch(node, f).await.map(Reply::ReplFetch),
         Request::ReplStatus(_) => Ok(Reply::ReplStatus(super::info_reply(

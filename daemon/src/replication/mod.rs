@@ -179,6 +179,7 @@ impl Replication {
             follow.clone(),
             node.storage.clone(),
             node.cluster.peers.clone(),
+            node.cluster.routing.clone(),
             self.stop_follow.subscribe(),
         ));
         *self.follow_task.lock().expect("not poisoned") = Some(task);

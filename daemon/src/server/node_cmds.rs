@@ -173,7 +173,7 @@ const STORAGE_ROWS: [(&str, &str, bool); 7] = [
     ),
 ];
 
-fn info(node: &NodeShared) -> InfoReply {
+pub(crate) fn info(node: &NodeShared) -> InfoReply {
     let s = &node.storage;
     let mut rows = vec![
         ("version", env!("CARGO_PKG_VERSION").to_string()),

@@ -5,8 +5,8 @@
 # each on fresh nodes. The primary runs --shards 1 on the first CPU; the
 # replica and rush-bench share the second (on a 2-core machine). Prints
 # rush-bench's throughput, latency and CPU per operation for each, the
-# replica's CPU seconds, and the largest lag its status showed (sampled
-# every 0.2 s).
+# replica's CPU seconds, and its lag in group commits as the primary sees it
+# (its heads against the replica's last fetch, sampled every 0.2 s).
 #
 #   bench/replication-cost.sh [ROUNDS] [SECONDS] [WORKLOAD]
 #
@@ -46,8 +46,8 @@ for r in $(seq 1 "$rounds"); do
         : > "$work/lag"
         if [ -n "$rep" ]; then
             (while kill -0 "$rep" 2>/dev/null; do
-                "$bin/rush" --addr 127.0.0.1:7611 replication status 2>/dev/null \
-                    | awk -F': ' '/^replication_lag_(records|seconds)/ {printf "%s ", $2} END {print ""}' >> "$work/lag"
+                "$bin/rush" --addr 127.0.0.1:7601 replication status 2>/dev/null \
+                    | awk -F': ' '/^replication_replica_lag_records/ {print $2}' >> "$work/lag"
                 sleep 0.2
             done) &
             pids+=($!)
@@ -57,7 +57,7 @@ for r in $(seq 1 "$rounds"); do
         cpu=
         if [ -n "$rep" ]; then
             cpu=" replica CPU $(awk '{printf "%.1f s", ($14+$15)/100}' "/proc/$rep/stat")"
-            cpu+="; lag at most $(awk 'NF == 2 { if ($1 > r) r = $1; if ($2 > s) s = $2 } END {printf "%d commits, %.2f s", r, s}' "$work/lag")"
+            cpu+="; lag $(awk 'NF == 1 { n++; t += $1; if ($1 > m) m = $1 } END {printf "mean %.1f, at most %d group commits", (n ? t / n : 0), m}' "$work/lag")"
         fi
         echo "round $r $workload $mode: $out$cpu"
         kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null; pids=()

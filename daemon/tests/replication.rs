@@ -110,6 +110,17 @@ async fn caught_up(primary: SocketAddr, replica: SocketAddr) -> HashMap<String, 
     }
 }
 
+/// The purchase-limit policy the workloads order under: each item at most
+/// `max` a day.
+async fn flash_policy(c: &Client, max: u64) {
+    c.limit_policy_set(limit_policy(
+        "flash",
+        &[("per-item", Scope::Item, max, "day")],
+    ))
+    .await
+    .unwrap();
+}
+
 /// Keys, links, limit orders and envelope grabs on the primary, round `r`.
 async fn mixed_round(c: &Client, r: usize) -> Vec<String> {
     let mut codes = Vec::new();
@@ -187,12 +198,7 @@ async fn a_replica_survives_kill9_and_primary_restarts_and_ends_equal() {
     let config = ["--config", config.to_str().unwrap()];
     let mut p = primary(&pdir, &config);
     let c = connect(p.addr).await;
-    c.limit_policy_set(limit_policy(
-        "flash",
-        &[("per-item", Scope::Item, 1000, "day")],
-    ))
-    .await
-    .unwrap();
+    flash_policy(&c, 1000).await;
     for r in 0..5 {
         mixed_round(&c, r).await;
     }
@@ -307,12 +313,7 @@ async fn promoted_after_kill9_of_the_primary_it_takes_over() {
     let (pdir, rdir) = (tmp.path().join("primary"), tmp.path().join("replica"));
     let mut p = primary(&pdir, &[]);
     let c = connect(p.addr).await;
-    c.limit_policy_set(limit_policy(
-        "flash",
-        &[("per-item", Scope::Item, 1_000_000, "day")],
-    ))
-    .await
-    .unwrap();
+    flash_policy(&c, 1_000_000).await;
     mixed_round(&c, 0).await;
     let rep = replica(&rdir, &p);
     caught_up(p.addr, rep.addr).await;
@@ -462,12 +463,7 @@ async fn sync_failovers_lose_no_acknowledged_write() {
     let c = connect(p.addr).await;
     let e = c.set("lonely", "1").await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::Unavailable), "{e}");
-    c.limit_policy_set(limit_policy(
-        "flash",
-        &[("per-item", Scope::Item, 1_000_000, "day")],
-    ))
-    .await
-    .unwrap();
+    flash_policy(&c, 1_000_000).await;
 
     let mut orders: Vec<(String, String)> = Vec::new();
     let (mut total_keys, mut total_codes) = (0, 0);

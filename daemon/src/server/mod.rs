@@ -253,25 +253,10 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
         .await
         .with_context(|| format!("binding {}", config.server.listen))?;
     let addr = listener.local_addr()?;
-    let http_listener = if config.server.http.is_empty() {
-        None
-    } else {
-        Some(
-            bind(&config.server.http, config.server.listen_backlog)
-                .await
-                .with_context(|| format!("binding {}", config.server.http))?,
-        )
-    };
+    let backlog = config.server.listen_backlog;
+    let http_listener = bind_if_set(&config.server.http, backlog).await?;
     let http_addr = http_listener.as_ref().map(|l| l.local_addr()).transpose()?;
-    let redirect_listener = if config.links.redirect_listen.is_empty() {
-        None
-    } else {
-        Some(
-            bind(&config.links.redirect_listen, config.server.listen_backlog)
-                .await
-                .with_context(|| format!("binding {}", config.links.redirect_listen))?,
-        )
-    };
+    let redirect_listener = bind_if_set(&config.links.redirect_listen, backlog).await?;
     let redirect_addr = redirect_listener
         .as_ref()
         .map(|l| l.local_addr())
@@ -279,15 +264,7 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
     // RESP last: its default port (the protocol's + 2) gives way to a
     // listener configured on it (deploy/cluster.sh puts redirects there).
     let resp_listener = bind_resp(&config, addr).await?;
-    let repl_listener = if config.replication.listen.is_empty() {
-        None
-    } else {
-        Some(
-            bind(&config.replication.listen, config.server.listen_backlog)
-                .await
-                .with_context(|| format!("binding {}", config.replication.listen))?,
-        )
-    };
+    let repl_listener = bind_if_set(&config.replication.listen, backlog).await?;
     let resp_addr = resp_listener.as_ref().map(|l| l.local_addr()).transpose()?;
     // Short URLs name the redirect listener as bound (its real port when
     // configured as 0), unless links.base_url says otherwise.
@@ -477,6 +454,18 @@ pub async fn run(
             }
         }
     }
+}
+
+/// A listener on `addr`, or none when it is empty (turned off).
+async fn bind_if_set(addr: &str, backlog: u32) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    if addr.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(
+        bind(addr, backlog)
+            .await
+            .with_context(|| format!("binding {addr}"))?,
+    ))
 }
 
 fn node_id(config: &Config, storage: &Storage) -> anyhow::Result<String> {

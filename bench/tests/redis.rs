@@ -77,11 +77,25 @@ fn start_redis() -> Option<RedisServer> {
         _dir: dir,
     };
     let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while !answers_ping(port) {
         assert!(Instant::now() < deadline, "redis-server did not start");
         std::thread::sleep(Duration::from_millis(20));
     }
     Some(server)
+}
+
+/// Redis answers PING on `port`. A connection alone proves nothing: with
+/// no listener there yet, a connect to a loopback port can pick that same
+/// port as its own and connect to itself (a CI run saw the workloads
+/// refused after such a "start").
+fn answers_ping(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut reply = [0u8; 7];
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

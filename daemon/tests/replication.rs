@@ -594,3 +594,28 @@ async fn sync_failovers_lose_no_acknowledged_write() {
         "{failovers} synchronous failovers: {total_keys} acknowledged keys and {total_codes} links, none lost"
     );
 }
+
+/// The replication listener holds a bounded number of connections: one
+/// past the bound is closed at once, and a replica still follows once the
+/// others are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replication_listener_holds_a_bounded_number_of_connections() {
+    use rush_daemon::replication::listen::MAX_CONNECTIONS;
+    use tokio::io::AsyncReadExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let p = primary(&tmp.path().join("primary"), &[]);
+    let mut held = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        held.push(tokio::net::TcpStream::connect(&p.repl).await.unwrap());
+    }
+    let mut extra = tokio::net::TcpStream::connect(&p.repl).await.unwrap();
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(10), extra.read(&mut byte))
+        .await
+        .expect("the connection past the bound is closed");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    drop(held);
+    connect(p.addr).await.set("k", "v").await.unwrap();
+    let rep = replica(&tmp.path().join("replica"), &p);
+    caught_up(p.addr, rep.addr).await;
+}

@@ -25,6 +25,11 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+/// Connections the replication listener holds at once (a node has one
+/// replica; the rest is room for a replica reconnecting and for operators'
+/// REPL_STATUS). Beyond it a new connection is closed at once.
+pub const MAX_CONNECTIONS: usize = 16;
+
 /// Accept replicas until the task is aborted (at shutdown), which ends
 /// their connections too (they hold the node).
 pub async fn serve(listener: TcpListener, node: Arc<NodeShared>) {
@@ -38,7 +43,6 @@ pub async fn serve(listener: TcpListener, node: Arc<NodeShared>) {
         .and_then(|(c, k)| crate::tls::server_config(c, k).ok())
         .map(tokio_rustls::TlsAcceptor::from);
     loop {
-        while conns.try_join_next().is_some() {}
         let (sock, peer) = match listener.accept().await {
             Ok(s) => s,
             Err(e) => {
@@ -47,6 +51,12 @@ pub async fn serve(listener: TcpListener, node: Arc<NodeShared>) {
                 continue;
             }
         };
+        while conns.try_join_next().is_some() {}
+        if conns.len() >= MAX_CONNECTIONS {
+            tracing::warn!(%peer, "replication listener: {MAX_CONNECTIONS} connections open; closing a new one");
+            node.metrics.connections_rejected.inc();
+            continue;
+        }
         let _ = sock.set_nodelay(true);
         let (node, tls) = (node.clone(), tls.clone());
         conns.spawn(async move {

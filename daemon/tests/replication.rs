@@ -619,3 +619,99 @@ async fn the_replication_listener_holds_a_bounded_number_of_connections() {
     let rep = replica(&tmp.path().join("replica"), &p);
     caught_up(p.addr, rep.addr).await;
 }
+
+/// Nonsense sent to the replication requests gets a typed error and
+/// changes nothing: fetches and snapshots only on the replication
+/// listener, positions of another run or shard count refused, a session
+/// that was never started unknown, and the listener serves nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_requests_refuse_nonsense() {
+    use rush_client::protocol::cmd::{Get, ReplFetch, ReplSnapshot};
+    let tmp = tempfile::tempdir().unwrap();
+    let p = primary(&tmp.path().join("primary"), &[]);
+    let c = connect(p.addr).await;
+    c.set("k", "v").await.unwrap();
+    let on_main = c
+        .call_on(
+            &p.addr.to_string(),
+            ReplSnapshot {
+                session: 0,
+                max_bytes: 1 << 20,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(on_main.code(), Some(ErrorCode::BadRequest), "{on_main}");
+
+    let repl = connect_to(&p.repl).await;
+    let fetch = |run_id, positions: Vec<u64>| ReplFetch {
+        run_id,
+        positions,
+        meta_version: 0,
+        max_bytes: 1 << 20,
+        wait_ms: 0,
+    };
+    let run = u64::from_str_radix(&status(p.addr).await["replication_run"], 16).unwrap();
+    let e = repl
+        .call_on(&p.repl, fetch(run, vec![0]))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some(ErrorCode::BadRequest),
+        "one position for two shards: {e}"
+    );
+    let e = repl
+        .call_on(&p.repl, fetch(run ^ 1, vec![0, 0]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::NotFound), "another run: {e}");
+    let e = repl
+        .call_on(&p.repl, fetch(run, vec![u64::MAX, 0]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::NotFound), "past the head: {e}");
+    let e = repl
+        .call_on(
+            &p.repl,
+            ReplSnapshot {
+                session: 42,
+                max_bytes: 1 << 20,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::NotFound), "no such session: {e}");
+    let e = repl
+        .call_on(&p.repl, Get { key: "k".into() })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::BadRequest), "{e}");
+    // A fetch from the start of this run is still answered, and the data
+    // is untouched.
+    let ok = repl.call_on(&p.repl, fetch(run, vec![0, 0])).await.unwrap();
+    assert_eq!(ok.heads.len(), 2);
+    assert_eq!(c.get("k").await.unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+/// One plain connection to `addr` (the replication listener answers no
+/// map and no shard layout, which a `Client` asks for).
+struct Raw(rush_client::Connection);
+
+impl Raw {
+    async fn call_on<C: rush_client::protocol::Command>(
+        &self,
+        _addr: &str,
+        cmd: C,
+    ) -> Result<C::Reply, rush_client::ClientError> {
+        self.0.call(&cmd, Duration::from_secs(10)).await
+    }
+}
+
+async fn connect_to(addr: &str) -> Raw {
+    Raw(
+        rush_client::Connection::connect(addr, Duration::from_secs(5))
+            .await
+            .unwrap(),
+    )
+}

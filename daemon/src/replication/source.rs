@@ -169,8 +169,10 @@ impl Source {
     /// records durably (it syncs what it applies before it fetches again).
     pub fn ack(&self, run_id: u64, positions: &[u64]) {
         let mut a = self.acked.lock().expect("not poisoned");
-        a.seen = Some(Instant::now());
+        // A replica of another run (about to bootstrap again) holds none
+        // of this run's records: it doesn't count as present.
         if run_id == self.run_id && positions.len() == a.positions.len() {
+            a.seen = Some(Instant::now());
             for (have, &p) in a.positions.iter_mut().zip(positions) {
                 *have = (*have).max(p);
             }

@@ -4,9 +4,22 @@
 use crate::{Client, ClientError, ClientOptions};
 use rush_protocol::cmd::cluster::ranges_of;
 use rush_protocol::cmd::{
-    ClusterMigrate, ClusterMigrateReply, ClusterSetMap, ClusterSlotsReply, Info, SlotRange,
+    ClusterMigrate, ClusterMigrateReply, ClusterSetMap, ClusterSlotsReply, Info, ReplPromote,
+    ReplStatus, SlotRange,
 };
 use std::collections::BTreeMap;
+
+/// What [`Client::cluster_failover`] did.
+#[derive(Debug)]
+pub struct Failover {
+    /// The map now in force on the new primary.
+    pub map: ClusterSlotsReply,
+    /// false: the replica had been promoted already (a second run).
+    pub promoted: bool,
+    /// Each node (by id) and whether it took the map: its epoch, or why
+    /// not.
+    pub nodes: Vec<(String, Result<u64, ClientError>)>,
+}
 
 impl Client {
     /// Install `map` on the node at `addr` (admin): its epoch must be newer
@@ -31,6 +44,58 @@ impl Client {
         }
         let _ = self.refresh_map_from(self.addr()).await;
         out
+    }
+
+    /// Fail over to the replica with id `replica` (admin): the map's next
+    /// epoch gives it its primary's slots and makes the old primary (and
+    /// the primary's other replicas) its replicas. The replica is promoted
+    /// (unless it was already: running this again after a partial failure
+    /// goes on where it stopped), takes the map once it serves again
+    /// (within `wait`), then every other node is sent it. The old primary
+    /// is usually down: the nodes that did not take the map are in the
+    /// answer, to apply it to when they are back.
+    pub async fn cluster_failover(
+        &self,
+        replica: &str,
+        wait: std::time::Duration,
+    ) -> Result<Failover, ClientError> {
+        let map = self.cluster_slots().await?;
+        let next = map
+            .with_failover(replica, map.epoch + 1)
+            .map_err(ClientError::Cluster)?;
+        let addr = map
+            .node(replica)
+            .expect("with_failover found it")
+            .addr
+            .clone();
+        let status = self.call_on(&addr, ReplStatus {}).await?;
+        let promoted = match status.get("role") {
+            Some("replica") => {
+                self.call_on(&addr, ReplPromote {}).await?;
+                true
+            }
+            _ => false,
+        };
+        // A promoted node restarts its serving: its listener comes back in
+        // a moment.
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match self.cluster_setmap_on(&addr, next.clone()).await {
+                Ok(_) => break,
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        }
+        let mut nodes = vec![(replica.to_string(), Ok(next.epoch))];
+        for n in next.nodes.iter().filter(|n| n.id != replica) {
+            let r = self.cluster_setmap_on(&n.addr, next.clone()).await;
+            nodes.push((n.id.clone(), r));
+        }
+        Ok(Failover {
+            map: next,
+            promoted,
+            nodes,
+        })
     }
 
     /// Move `slots` to the node with id `to` (admin): each slot's current

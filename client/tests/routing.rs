@@ -171,6 +171,7 @@ async fn moved_loads_the_map_from_the_node_it_names() {
             addr,
             ranges: vec![SlotRange { start, end }],
             resp_addr: None,
+            replica_of: None,
         };
         ClusterSlotsReply {
             epoch: 2,

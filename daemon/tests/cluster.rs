@@ -180,12 +180,14 @@ fn ghost_map(epoch: u64, me: &str, addr: &str) -> ClusterSlotsReply {
                 addr: addr.into(),
                 ranges: vec![range(0, 8191)],
                 resp_addr: None,
+                replica_of: None,
             },
             ClusterNode {
                 id: "ghost".into(),
                 addr: "127.0.0.1:1".into(),
                 ranges: vec![range(8192, 16383)],
                 resp_addr: None,
+                replica_of: None,
             },
         ],
     }
@@ -610,12 +612,14 @@ async fn a_lone_node_with_data_grows_into_a_cluster_by_moving_slots() {
                 addr: addrs[0].clone(),
                 ranges: vec![range(0, 16383)],
                 resp_addr: None,
+                replica_of: None,
             },
             ClusterNode {
                 id: b_id.clone(),
                 addr: addrs[1].clone(),
                 ranges: vec![],
                 resp_addr: None,
+                replica_of: None,
             },
         ],
     };

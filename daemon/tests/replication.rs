@@ -7,7 +7,8 @@ mod common;
 
 use common::{connect, limit_policy, Spawned};
 use rush_client::protocol::cmd::{
-    EnvelopeCreate, OrderItem, ReplPromote, ReplStatus, Scope, SetCond,
+    ClusterNode, ClusterSlotsReply, EnvelopeCreate, OrderItem, ReplPromote, ReplStatus, Scope,
+    SetCond, SlotRange,
 };
 use rush_client::protocol::ErrorCode;
 use rush_client::{Client, ClientOptions};
@@ -440,6 +441,198 @@ async fn promoted_after_kill9_of_the_primary_it_takes_over() {
             .as_deref(),
         Some(&b"1"[..])
     );
+}
+
+/// A node of a cluster map, by id: a primary owning `ranges`, or a
+/// replica of `replica_of`.
+fn map_node(n: &Node, id: &str, ranges: &[(u16, u16)], replica_of: Option<&str>) -> ClusterNode {
+    ClusterNode {
+        id: id.into(),
+        addr: n.addr.to_string(),
+        ranges: ranges
+            .iter()
+            .map(|&(start, end)| SlotRange { start, end })
+            .collect(),
+        resp_addr: None,
+        replica_of: replica_of.map(Into::into),
+    }
+}
+
+/// A cluster of two primaries, "a" with a replica "a2", `min_acks = 1`:
+/// a slot moved into "a" reaches "a2" (its import travels as records);
+/// "a" is SIGKILLed under load and `rush cluster failover a2` (the
+/// client's `cluster_failover`) gives a2 a's slots at the next epoch.
+/// Every acknowledged write is read back through a cluster client, "b"
+/// sends a's slots to a2, and the old "a" rejoins as a2's replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cluster_fails_over_to_the_replica_in_its_map() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("sync.toml");
+    std::fs::write(
+        &config,
+        "[replication]\nmin_acks = 1\nack_timeout_ms = 2000\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap().to_string();
+    let adir = tmp.path().join("a");
+    let mut a = node(&adir, &["--node-id", "a", "--config", &config]);
+    let b = node(&tmp.path().join("b"), &["--node-id", "b"]);
+    let a2 = node(
+        &tmp.path().join("a2"),
+        &[
+            "--node-id",
+            "a2",
+            "--config",
+            &config,
+            "--replica-of",
+            &a.repl,
+        ],
+    );
+    let map = ClusterSlotsReply {
+        epoch: 1,
+        nodes: vec![
+            map_node(&a, "a", &[(0, 8191)], None),
+            map_node(&b, "b", &[(8192, 16383)], None),
+            map_node(&a2, "a2", &[], Some("a")),
+        ],
+    };
+    let c = connect(b.addr).await;
+    for (node, r) in c.cluster_apply(&map).await {
+        assert_eq!(r.unwrap(), 1, "{node}");
+    }
+    // A replica refuses a map that gives it slots.
+    let mut wrong = map.clone();
+    wrong.epoch = 2;
+    wrong.nodes[2].ranges = std::mem::take(&mut wrong.nodes[0].ranges);
+    wrong.nodes[2].replica_of = None;
+    wrong.nodes[0].replica_of = Some("a2".into());
+    let e = c
+        .cluster_setmap_on(&a2.addr.to_string(), wrong)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::BadRequest), "{e}");
+
+    // Keys of one slot of b's, moved to a afterwards, while a2 follows.
+    caught_up(a.addr, a2.addr).await;
+    let moved_slot = rush_client::protocol::slot::key_slot(b"{moving}");
+    assert!(moved_slot >= 8192, "{moved_slot}");
+    let c = connect(b.addr).await;
+    for i in 0..50 {
+        c.set(format!("{{moving}}{i}"), format!("m{i}"))
+            .await
+            .unwrap();
+    }
+    c.cluster_migrate(
+        &[SlotRange {
+            start: moved_slot,
+            end: moved_slot,
+        }],
+        "a",
+    )
+    .await
+    .unwrap();
+    caught_up(a.addr, a2.addr).await;
+
+    // Writers through cluster clients; what is acknowledged is recorded.
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for t in 0..4 {
+        let c = impatient(b.addr).await;
+        let acked = acked.clone();
+        tasks.push(tokio::spawn(async move {
+            for n in 0.. {
+                let key = format!("w{t}-{n}");
+                if c.set(key.clone(), "1").await.is_err() {
+                    return;
+                }
+                acked.lock().unwrap().push(key);
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    a.kill9();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let keys = acked.lock().unwrap().clone();
+    assert!(keys.len() > 10, "{}", keys.len());
+
+    let c = connect(b.addr).await;
+    // (The move was epoch 2.)
+    assert_eq!(c.cluster_slots().await.unwrap().epoch, 2);
+    let f = c
+        .cluster_failover("a2", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(f.promoted);
+    assert_eq!(f.map.epoch, 3);
+    let took: HashMap<String, bool> = f
+        .nodes
+        .iter()
+        .map(|(n, r)| (n.clone(), r.is_ok()))
+        .collect();
+    assert_eq!(
+        took,
+        HashMap::from([("a2".into(), true), ("b".into(), true), ("a".into(), false)])
+    );
+    assert_eq!(f.map.node("a").unwrap().replica_of.as_deref(), Some("a2"));
+    assert!(f
+        .map
+        .node("a2")
+        .unwrap()
+        .ranges
+        .iter()
+        .any(|r| r.contains(moved_slot)));
+
+    // A new client of b finds every acknowledged write, the moved slot's
+    // keys too, at a2.
+    let c = connect(b.addr).await;
+    for k in &keys {
+        assert_eq!(
+            c.get(k.clone()).await.unwrap().as_deref(),
+            Some(&b"1"[..]),
+            "{k} lost"
+        );
+    }
+    for i in 0..50 {
+        let v = c.get(format!("{{moving}}{i}")).await.unwrap();
+        assert_eq!(v, Some(format!("m{i}").into()), "moved key {i}");
+    }
+    assert_eq!(
+        connect(a2.addr).await.cluster_slots().await.unwrap().epoch,
+        3
+    );
+    // Running it again is a no-op that says so.
+    let again = c.cluster_failover("a2", Duration::from_secs(5)).await;
+    assert!(again.is_err(), "a2 is a primary in the map now: {again:?}");
+
+    // The old primary rejoins as a2's replica; its stored map (epoch 2)
+    // gives it slots, so it serves none until it takes the new one.
+    let old = restart(
+        &adir,
+        &a,
+        &[
+            "--node-id",
+            "a",
+            "--config",
+            &config,
+            "--replica-of",
+            &a2.repl,
+        ],
+    );
+    caught_up(a2.addr, old.addr).await;
+    assert_eq!(
+        c.cluster_setmap_on(&old.addr.to_string(), f.map.clone())
+            .await
+            .unwrap(),
+        3
+    );
+    let via_old = connect(old.addr).await;
+    assert_eq!(
+        via_old.get(keys[0].clone()).await.unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
+    assert_eq!(status(old.addr).await["role"], "replica");
 }
 
 /// `replication.min_acks = 1`: a write is answered only once the replica

@@ -8,7 +8,7 @@
 mod common;
 
 use common::{redis_cli_cases, redis_cli_session, venv_python, TestNode};
-use rush_client::protocol::cmd::{ClusterSlotsReply, SlotRange};
+use rush_client::protocol::cmd::{ClusterNode, ClusterSlotsReply, SlotRange};
 use rush_client::protocol::key_slot;
 use rush_daemon::resp::table::SPECS;
 use std::io::{BufRead, BufReader};
@@ -432,6 +432,44 @@ async fn redis_cli_c_follows_moved_to_each_nodes_resp_listener() {
     assert!(
         lines(&ci).contains(&"cluster_known_nodes:3") && lines(&ci).contains(&"cluster_size:3"),
         "{ci}"
+    );
+    // A map with a replica of node 0 shows it as Redis shows replicas:
+    // after its primary in SLOTS, `slave` of it in NODES, in its shard.
+    let mut with_replica = map.clone();
+    with_replica.epoch += 1;
+    with_replica.nodes.push(ClusterNode {
+        id: "r0".into(),
+        addr: "127.0.0.1:1".into(),
+        ranges: Vec::new(),
+        resp_addr: Some("127.0.0.1:9".into()),
+        replica_of: Some(map.nodes[0].id.clone()),
+    });
+    for n in &nodes {
+        let c = common::connect(n.addr()).await;
+        c.cluster_setmap_on(&n.addr().to_string(), with_replica.clone())
+            .await
+            .unwrap();
+    }
+    let slots = run(resp_addr(&nodes[1]), false, &["CLUSTER", "SLOTS"]).unwrap();
+    let first: Vec<&str> = slots.lines().take(8).collect();
+    assert_eq!(first[5..], ["127.0.0.1", "9", "r0"], "{slots}");
+    assert_eq!(slots.lines().count(), 5 * 3 + 3, "{slots}");
+    let text = run(resp_addr(&nodes[1]), false, &["CLUSTER", "NODES"]).unwrap();
+    let line = format!(
+        "r0 127.0.0.1:9@1 slave {} 0 0 {} connected",
+        map.nodes[0].id, with_replica.epoch
+    );
+    assert!(text.lines().any(|l| l == line), "{text}");
+    let shards = run(resp_addr(&nodes[1]), false, &["CLUSTER", "SHARDS"]).unwrap();
+    assert_eq!(
+        shards.lines().filter(|l| *l == "replica").count(),
+        1,
+        "{shards}"
+    );
+    assert_eq!(
+        shards.lines().filter(|l| *l == "slots").count(),
+        3,
+        "{shards}"
     );
     for n in nodes {
         n.stop().await;

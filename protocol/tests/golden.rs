@@ -104,6 +104,7 @@ fn map() -> ClusterSlotsReply {
                     end: 8191,
                 }],
                 resp_addr: None,
+                replica_of: None,
             },
             ClusterNode {
                 id: "b".into(),
@@ -113,6 +114,7 @@ fn map() -> ClusterSlotsReply {
                     end: 16383,
                 }],
                 resp_addr: None,
+                replica_of: None,
             },
         ],
     }
@@ -122,6 +124,19 @@ fn map() -> ClusterSlotsReply {
 fn map_with_resp() -> ClusterSlotsReply {
     let mut m = map();
     m.nodes[0].resp_addr = Some("h:6".into());
+    m
+}
+
+/// "c" at "h:3", a replica of "a".
+fn map_with_replica() -> ClusterSlotsReply {
+    let mut m = map();
+    m.nodes.push(ClusterNode {
+        id: "c".into(),
+        addr: "h:3".into(),
+        ranges: Vec::new(),
+        resp_addr: None,
+        replica_of: Some("a".into()),
+    });
     m
 }
 
@@ -505,6 +520,10 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
         (
             "cluster-slots-reply-resp",
             ok_reply::<ClusterSlots>(4, Reply::ClusterSlots(map_with_resp())),
+        ),
+        (
+            "cluster-slots-reply-replica",
+            ok_reply::<ClusterSlots>(4, Reply::ClusterSlots(map_with_replica())),
         ),
         ("shards-request", request(4, Shards {})),
         (

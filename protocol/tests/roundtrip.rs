@@ -407,6 +407,7 @@ fn cluster_map() -> impl Strategy<Value = ClusterSlotsReply> {
                 "[a-z]{1,8}",
                 proptest::collection::vec(slot_range(), 0..4),
                 proptest::option::of(1u16..),
+                proptest::option::of("[a-z]{0,8}"),
             ),
             0..4,
         ),
@@ -415,9 +416,11 @@ fn cluster_map() -> impl Strategy<Value = ClusterSlotsReply> {
             epoch,
             nodes: nodes
                 .into_iter()
-                .map(|(id, ranges, resp)| ClusterNode {
+                .map(|(id, ranges, resp, primary)| ClusterNode {
                     addr: format!("{id}:7379"),
                     resp_addr: resp.map(|p| format!("{id}:{p}")),
+                    // "" reads back as none.
+                    replica_of: primary.filter(|p| !p.is_empty()),
                     id,
                     ranges,
                 })
@@ -880,6 +883,7 @@ fn any_reply() -> impl Strategy<Value = Reply> {
                             })
                             .collect(),
                         resp_addr: None,
+                        replica_of: None,
                     }],
                 })
             }),

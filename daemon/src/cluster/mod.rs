@@ -181,9 +181,6 @@ impl Cluster {
             None => None,
         };
         let map = match (stored, file) {
-            // A replica serves no slot: its map names the primary for all
-            // (requests are MOVED there). Not stored.
-            _ if let Some(primary) = standby_of => standby_map(primary),
             (None, None) => lone_map(node_id, &advertise),
             (Some(s), None) => s,
             (None, Some(f)) => {
@@ -216,6 +213,27 @@ impl Cluster {
                 }
                 s
             }
+        };
+        // A replica serves no slot. In a cluster map it is a node that owns
+        // none (requests are MOVED to their owners); a lone replica's map
+        // names its primary for all (not stored).
+        let map = match standby_of {
+            Some(primary) if map.epoch == 0 => standby_map(primary),
+            Some(primary)
+                if map
+                    .nodes
+                    .iter()
+                    .any(|n| n.id == node_id && !n.ranges.is_empty()) =>
+            {
+                tracing::warn!(
+                    epoch = map.epoch,
+                    primary,
+                    "the cluster map gives this replica slots (it was a primary when the map was \
+                     made): it serves none; apply the map of the failover to it"
+                );
+                standby_map(primary)
+            }
+            _ => map,
         };
         let map = Map::new(map, node_id)
             .map_err(|e| anyhow::anyhow!("the cluster map is invalid: {e}"))?;
@@ -289,6 +307,7 @@ impl Cluster {
                 addr: addr.to_string(),
                 ranges: Vec::new(),
                 resp_addr: None,
+                replica_of: None,
             }
             .resp_addr(),
         }
@@ -331,6 +350,7 @@ fn lone_map(node_id: &str, advertise: &str) -> ClusterSlotsReply {
             // own address (`Cluster::resp_advertise`). Left out, the reply
             // is what a client of the release before reads.
             resp_addr: None,
+            replica_of: None,
         }],
     }
 }
@@ -439,6 +459,15 @@ pub async fn set_map(node: &Arc<NodeShared>, map: ClusterSlotsReply) -> Result<u
         .await?;
     }
     let me = &c.node_id;
+    if let Some(f) = &node.replication.follow {
+        if map.node(me).is_some_and(|n| !n.ranges.is_empty()) {
+            return Err(RushError::bad_request(format!(
+                "this node is a replica (of {}): a map can't give it slots until it is promoted \
+                 (`rush cluster failover {me}` does both)",
+                f.primary
+            )));
+        }
+    }
     let next = Map::new(map.clone(), me).map_err(RushError::bad_request)?;
     // Slots gained and lost, per shard.
     let shards = node.shards.len();

@@ -8,6 +8,7 @@
 
 use super::store::{committed_import, ImportMarker};
 use super::{blocking, conflict, shard_of, shard_op, storage_error};
+use crate::replication::record::{self, Op};
 use crate::server::NodeShared;
 use crate::shard::SlotOp;
 use crate::storage::keys::{self, meta};
@@ -53,6 +54,7 @@ pub async fn import(node: &Arc<NodeShared>, req: MigrateImport) -> Result<u64, R
     let storage = c.storage.clone();
     let shard = shard_of(node, slot);
     let n = req.pairs.len() as u64;
+    let source = node.replication.source.clone();
     blocking(move || {
         let marker = ImportMarker::load(&storage, slot).map_err(storage_error)?;
         let mut batch = WriteBatch::default();
@@ -107,11 +109,20 @@ pub async fn import(node: &Arc<NodeShared>, req: MigrateImport) -> Result<u64, R
                 here.insert(&p.key, p.value.to_vec());
             }
         }
+        // The same writes for replicas (the marker is this node's own).
+        let mut record = Vec::new();
+        if req.seq == 0 {
+            let (from, to) = keys::slot_range(slot);
+            record::push(&mut record, &Op::DeleteRange(&from, &to));
+        }
         for (k, v) in &here {
             batch.put_cf(cf, k, v);
+            record::push(&mut record, &Op::Put(k, v));
         }
         storage.batch_meta_put(&mut batch, &meta::cluster_import(slot), &marker.encode());
-        storage.write(batch, true).map_err(storage_error)
+        storage.write(batch, true).map_err(storage_error)?;
+        source.append_outside(shard, &record);
+        Ok(())
     })
     .await?;
     c.crash_point("target-after-chunk");
@@ -183,6 +194,7 @@ pub async fn abort(node: &Arc<NodeShared>, req: MigrateAbort) -> Result<bool, Ru
     let (slot, id) = (req.slot, req.id);
     let storage = c.storage.clone();
     let shard = shard_of(node, slot);
+    let source = node.replication.source.clone();
     let dropped = blocking(move || {
         if committed_import(&storage, slot).map_err(storage_error)? == Some(id) {
             return Err(conflict(format!(
@@ -196,6 +208,9 @@ pub async fn abort(node: &Arc<NodeShared>, req: MigrateAbort) -> Result<bool, Ru
                 batch.delete_range_cf(storage.cf(shard), &from, &to);
                 storage.batch_meta_delete(&mut batch, &meta::cluster_import(slot));
                 storage.write(batch, true).map_err(storage_error)?;
+                let mut record = Vec::new();
+                record::push(&mut record, &Op::DeleteRange(&from, &to));
+                source.append_outside(shard, &record);
                 Ok(true)
             }
             _ => Ok(false),

@@ -187,8 +187,9 @@ async fn follow_once(
     // Where the primary's clients reach it: this node's MOVED answers
     // send them there.
     let info = conn.call(&Info {}).await.map_err(|e| e.to_string())?;
+    // (In a cluster map, the map says where each slot's owner is.)
     if let Some(addr) = info.get("advertise").filter(|a| !a.is_empty()) {
-        if routing.map().owner(0).1 != addr {
+        if routing.map().epoch() == 0 && routing.map().owner(0).1 != addr {
             routing.install(crate::cluster::standby_map(addr))?;
         }
     }

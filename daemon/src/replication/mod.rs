@@ -23,10 +23,13 @@
 //! follows within milliseconds when it keeps up. A failover can lose the
 //! writes acknowledged in that window (README, "Replicas").
 //!
-//! **Scope.** A lone pair: one primary, its replica, no cluster map. A
-//! replica serves no slot (requests are MOVED to its primary), runs no
-//! timers (refunds and expiry sweeps are the primary's, and arrive as its
-//! writes) and can't be followed itself.
+//! **Scope.** A primary and its replica, alone or in a cluster map (where
+//! the replica is a node with `replica_of` and no slots, and `rush cluster
+//! failover` gives it its primary's slots). A replica serves no slot
+//! (requests are MOVED to their owner), runs no timers (refunds and expiry
+//! sweeps are the primary's, and arrive as its writes) and can't be
+//! followed itself. Slots a primary imports reach its replicas as records
+//! of the import's writes ([`Source::append_outside`]).
 
 pub mod follow;
 pub mod listen;
@@ -350,11 +353,6 @@ fn refuse_on_replica(node: &NodeShared) -> Result<(), RushError> {
             "this node is a replica of {}; follow the primary",
             f.primary
         )));
-    }
-    if node.cluster.routing.map().map.nodes.len() > 1 {
-        return Err(RushError::bad_request(
-            "replicas follow a lone node; this one is in a cluster map of several nodes",
-        ));
     }
     Ok(())
 }

@@ -57,6 +57,17 @@ pub fn encode(finished: &Finished, out: &mut Vec<u8>) {
     }
 }
 
+/// Append one write to a record being built (`out`), for writes made
+/// outside a shard's commit (a slot import).
+pub fn push(out: &mut Vec<u8>, op: &Op) {
+    match *op {
+        Op::Put(k, v) => put(out, PUT, k, Some(v)),
+        Op::Delete(k) => put(out, DELETE, k, None),
+        Op::Merge(k, v) => put(out, MERGE, k, Some(v)),
+        Op::DeleteRange(from, to) => put(out, RANGE, from, Some(to)),
+    }
+}
+
 /// The writes of a record body, or why it is malformed.
 pub fn decode(mut body: &[u8]) -> Result<Vec<Op<'_>>, &'static str> {
     fn take<'a>(body: &mut &'a [u8]) -> Result<&'a [u8], &'static str> {
@@ -115,5 +126,11 @@ mod tests {
             }
         }
         assert!(decode(&[9, 0, 0, 0, 0]).is_err());
+
+        let mut built = Vec::new();
+        for op in &ops {
+            push(&mut built, op);
+        }
+        assert_eq!(built, out);
     }
 }

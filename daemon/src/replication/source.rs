@@ -165,6 +165,17 @@ impl Source {
         seq
     }
 
+    /// Shard `i` wrote `record` to RocksDB itself, outside its commits (a
+    /// slot's import): kept for replicas like a commit, if the shard keeps
+    /// its commits. Call it after the write is durable: a snapshot taken
+    /// in between then holds the write too (applying it twice is harmless,
+    /// missing it is not).
+    pub fn append_outside(&self, shard: usize, record: &[u8]) {
+        if self.capturing(shard) && !record.is_empty() {
+            self.append(shard, record);
+        }
+    }
+
     /// A replica of this run fetched from `positions`: it holds those
     /// records durably (it syncs what it applies before it fetches again).
     pub fn ack(&self, run_id: u64, positions: &[u64]) {

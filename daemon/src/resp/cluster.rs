@@ -2,9 +2,11 @@
 //! force, in Redis Cluster's reply shapes, naming each node by its RESP
 //! address (the map's `resp_addr`, else its binary port + 2; a lone node,
 //! its own RESP listener). What cluster clients (`redis-cli -c`, redis-py's
-//! `RedisCluster`) read to route. Rush has no replicas and no cluster bus:
-//! every node is a master, always connected; the "bus port" shown is the
-//! node's binary protocol port, where nodes talk to each other.
+//! `RedisCluster`) read to route. A map's replicas are shown as Redis shows
+//! them (after their primary; `slave` in NODES); they serve no reads (a
+//! request there is MOVED to the owner). Rush has no cluster bus: every
+//! node is shown connected; the "bus port" shown is the node's binary
+//! protocol port, where nodes talk to each other.
 
 use super::command::{Decoded, Now};
 use super::node::Ask as NodeAsk;
@@ -81,7 +83,17 @@ fn resp_of(c: &Cluster, map: &Map, n: &ClusterNode) -> (String, i64) {
     host_port(&c.resp_addr(map, n))
 }
 
-/// `[[start, end, [host, port, id]], ...]` in slot order.
+/// `[host, port, id]` of a node.
+fn endpoint(c: &Cluster, map: &Map, n: &ClusterNode) -> Value {
+    let (host, port) = resp_of(c, map, n);
+    Value::Array(vec![
+        Value::bulk(host),
+        Value::Integer(port),
+        Value::bulk(n.id.clone()),
+    ])
+}
+
+/// `[[start, end, [host, port, id], replicas...], ...]` in slot order.
 fn slots(c: &Cluster, map: &Map) -> Value {
     let mut ranges: Vec<(u16, u16, &ClusterNode)> = map
         .map
@@ -94,47 +106,50 @@ fn slots(c: &Cluster, map: &Map) -> Value {
         ranges
             .into_iter()
             .map(|(start, end, n)| {
-                let (host, port) = resp_of(c, map, n);
-                Value::Array(vec![
+                let mut entry = vec![
                     Value::Integer(start.into()),
                     Value::Integer(end.into()),
-                    Value::Array(vec![
-                        Value::bulk(host),
-                        Value::Integer(port),
-                        Value::bulk(n.id.clone()),
-                    ]),
-                ])
+                    endpoint(c, map, n),
+                ];
+                entry.extend(map.map.replicas_of(&n.id).map(|r| endpoint(c, map, r)));
+                Value::Array(entry)
             })
             .collect(),
     )
 }
 
-/// One shard per node (each is its own master): its slots as a flat list
-/// of start, end... and its one node.
+/// One shard per primary: its slots as a flat list of start, end... and
+/// its nodes, the primary first, then its replicas.
 fn shards(c: &Cluster, map: &Map) -> Value {
+    let node = |n: &ClusterNode, role: &str| {
+        let (host, port) = resp_of(c, map, n);
+        Value::Map(vec![
+            (Value::bulk("id"), Value::bulk(n.id.clone())),
+            (Value::bulk("port"), Value::Integer(port)),
+            (Value::bulk("ip"), Value::bulk(host.clone())),
+            (Value::bulk("endpoint"), Value::bulk(host)),
+            (Value::bulk("role"), Value::bulk(role)),
+            (Value::bulk("replication-offset"), Value::Integer(0)),
+            (Value::bulk("health"), Value::bulk("online")),
+        ])
+    };
     Value::Array(
         map.map
             .nodes
             .iter()
+            .filter(|n| n.replica_of.is_none())
             .map(|n| {
-                let (host, port) = resp_of(c, map, n);
                 let slots = n
                     .ranges
                     .iter()
                     .flat_map(|r| [Value::Integer(r.start.into()), Value::Integer(r.end.into())])
                     .collect();
-                let node = Value::Map(vec![
-                    (Value::bulk("id"), Value::bulk(n.id.clone())),
-                    (Value::bulk("port"), Value::Integer(port)),
-                    (Value::bulk("ip"), Value::bulk(host.clone())),
-                    (Value::bulk("endpoint"), Value::bulk(host)),
-                    (Value::bulk("role"), Value::bulk("master")),
-                    (Value::bulk("replication-offset"), Value::Integer(0)),
-                    (Value::bulk("health"), Value::bulk("online")),
-                ]);
+                let nodes = std::iter::once(node(n, "master"))
+                    .chain(map.map.replicas_of(&n.id).map(|r| node(r, "replica")))
+                    .collect();
                 Value::Map(vec![
                     (Value::bulk("slots"), Value::Array(slots)),
-                    (Value::bulk("nodes"), Value::Array(vec![node])),
+                    (Value::bulk("nodes"), Value::Array(nodes)),
                 ])
             })
             .collect(),
@@ -142,7 +157,7 @@ fn shards(c: &Cluster, map: &Map) -> Value {
 }
 
 /// `id host:port@busport flags master ping pong epoch state slots...`, a
-/// line per node.
+/// line per node (`master`: a replica's primary's id, else `-`).
 fn nodes_text(c: &Cluster, map: &Map) -> String {
     let mut out = String::new();
     for (i, n) in map.map.nodes.iter().enumerate() {
@@ -152,15 +167,21 @@ fn nodes_text(c: &Cluster, map: &Map) -> String {
         } else {
             host
         };
-        let flags = if map.me == Some(i) {
-            "myself,master"
+        let role = if n.replica_of.is_some() {
+            "slave"
         } else {
             "master"
         };
+        let flags = if map.me == Some(i) {
+            format!("myself,{role}")
+        } else {
+            role.to_string()
+        };
         out.push_str(&format!(
-            "{} {host}:{port}@{} {flags} - 0 0 {} connected",
+            "{} {host}:{port}@{} {flags} {} 0 0 {} connected",
             n.id,
             port_of(&n.addr),
+            n.replica_of.as_deref().unwrap_or("-"),
             map.epoch()
         ));
         for r in &n.ranges {

@@ -86,6 +86,7 @@ pub fn redirect_to_resp(mut e: RushError, cluster: Option<&crate::cluster::Clust
                 addr: std::mem::take(addr),
                 ranges: Vec::new(),
                 resp_addr: None,
+                replica_of: None,
             }
             .resp_addr(),
         };

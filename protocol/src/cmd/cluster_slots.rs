@@ -32,6 +32,10 @@ pub struct ClusterNode {
     /// what `-MOVED` and RESP's CLUSTER SLOTS name. `None`: the default,
     /// [`ClusterNode::resp_addr`].
     pub resp_addr: Option<String>,
+    /// The id of the node this one is a replica of: it owns no slots, holds
+    /// a copy of that node's data, and `rush cluster failover` can give it
+    /// the primary's slots. `None`: a primary.
+    pub replica_of: Option<String>,
 }
 
 /// How far above the binary port a node's RESP listener is when the map
@@ -66,6 +70,13 @@ pub struct ClusterSlotsReply {
 }
 
 impl ClusterSlotsReply {
+    /// The replicas of the node with id `primary`.
+    pub fn replicas_of<'a>(&'a self, primary: &'a str) -> impl Iterator<Item = &'a ClusterNode> {
+        self.nodes
+            .iter()
+            .filter(move |n| n.replica_of.as_deref() == Some(primary))
+    }
+
     /// The node serving `slot`, if any.
     pub fn node_for(&self, slot: u16) -> Option<&ClusterNode> {
         self.nodes
@@ -121,6 +132,7 @@ impl Wire for ClusterNode {
             ranges: r.list("ranges", SLOTS as usize, 4, SlotRange::decode)?,
             // Read after the list of nodes (see ClusterSlotsReply).
             resp_addr: None,
+            replica_of: None,
         })
     }
 }
@@ -131,6 +143,11 @@ impl Wire for ClusterNode {
 /// without one. A map where no node has one leaves the field out, so it
 /// encodes as before the field existed — what an older node reads in a
 /// CLUSTER_SETMAP or MIGRATE_COMMIT, whose requests end with a map.
+///
+/// The primaries of replicas are the next added field, the same way: one
+/// id per node, `""` for a primary; left out when no node is a replica
+/// (the RESP addresses are then written even when all are `""`, to keep
+/// the fields in order).
 impl Wire for ClusterSlotsReply {
     fn encode(&self, out: &mut BytesMut) {
         out.put_u64(self.epoch);
@@ -138,10 +155,17 @@ impl Wire for ClusterSlotsReply {
         for node in &self.nodes {
             node.encode(out);
         }
-        if self.nodes.iter().any(|n| n.resp_addr.is_some()) {
+        let replicas = self.nodes.iter().any(|n| n.replica_of.is_some());
+        if replicas || self.nodes.iter().any(|n| n.resp_addr.is_some()) {
             out.put_count(self.nodes.len());
             for node in &self.nodes {
                 out.put_lp(node.resp_addr.as_deref().unwrap_or("").as_bytes());
+            }
+        }
+        if replicas {
+            out.put_count(self.nodes.len());
+            for node in &self.nodes {
+                out.put_lp(node.replica_of.as_deref().unwrap_or("").as_bytes());
             }
         }
     }
@@ -153,16 +177,33 @@ impl Wire for ClusterSlotsReply {
                 r.string("resp addr", MAX_TEXT)
             })
         })?;
-        if let Some(resp) = resp {
-            if resp.len() != nodes.len() {
-                return Err(DecodeError::invalid(
-                    "resp addrs",
-                    format!("{} addresses for {} nodes", resp.len(), nodes.len()),
-                ));
+        let primaries = r.added(|r| {
+            r.list("replica of", MAX_LIST, 4, |r| {
+                r.string("primary id", MAX_TEXT)
+            })
+        })?;
+        let per_node = |field: &'static str, what: &str, v: &Vec<String>| {
+            if v.len() == nodes.len() {
+                Ok(())
+            } else {
+                Err(DecodeError::invalid(
+                    field,
+                    format!("{} {what} for {} nodes", v.len(), nodes.len()),
+                ))
             }
-            for (n, a) in nodes.iter_mut().zip(resp) {
-                n.resp_addr = (!a.is_empty()).then_some(a);
-            }
+        };
+        if let Some(resp) = &resp {
+            per_node("resp addrs", "addresses", resp)?;
+        }
+        if let Some(p) = &primaries {
+            per_node("replica of", "primaries", p)?;
+        }
+        for (i, n) in nodes.iter_mut().enumerate() {
+            let set = |v: &Option<Vec<String>>| {
+                v.as_ref().map(|v| v[i].clone()).filter(|a| !a.is_empty())
+            };
+            n.resp_addr = set(&resp);
+            n.replica_of = set(&primaries);
         }
         Ok(ClusterSlotsReply { epoch, nodes })
     }

@@ -40,6 +40,19 @@ pub enum ClusterCmd {
         /// The map file (TOML, as `rush cluster slots --toml` prints).
         file: PathBuf,
     },
+    /// Make the replica with this id the primary of its primary's slots
+    /// (the primary is lost, or is to be replaced): it is promoted, and a
+    /// map of the next epoch, where the old primary is its replica, is sent
+    /// to every node. Nodes that are down are listed: apply the map to them
+    /// when they are back (`rush cluster slots --toml`, `rush cluster
+    /// apply`).
+    Failover {
+        /// The replica's node id (see `rush cluster nodes`).
+        replica: String,
+        /// Seconds to wait for the promoted node to serve again.
+        #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+        wait: u64,
+    },
     /// Move slots (e.g. "100-199" or "5,9-12") to the node with this id,
     /// live. Each slot's owner does the move; progress is shown on a
     /// terminal.
@@ -87,6 +100,7 @@ fn map_json(map: &ClusterSlotsReply) -> Value {
             "addr": n.addr,
             "slots": n.ranges.iter().map(|r| (r.end - r.start) as u32 + 1).sum::<u32>(),
             "ranges": n.ranges.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+            "replica_of": n.replica_of,
         })).collect::<Vec<_>>(),
     })
 }
@@ -131,13 +145,18 @@ pub async fn run(
                         let count: u32 =
                             n.ranges.iter().map(|r| (r.end - r.start) as u32 + 1).sum();
                         let ranges: Vec<String> = n.ranges.iter().map(|r| r.to_string()).collect();
-                        text.push_str(&format!(
-                            "\n{} {} slots={} {}",
-                            n.id,
-                            n.addr,
-                            count,
-                            ranges.join(",")
-                        ));
+                        match &n.replica_of {
+                            Some(p) => {
+                                text.push_str(&format!("\n{} {} replica_of={p}", n.id, n.addr))
+                            }
+                            None => text.push_str(&format!(
+                                "\n{} {} slots={} {}",
+                                n.id,
+                                n.addr,
+                                count,
+                                ranges.join(",")
+                            )),
+                        }
                     }
                     text
                 },
@@ -168,6 +187,52 @@ pub async fn run(
             }
             if failed > 0 {
                 anyhow::bail!("{failed} of {} nodes did not take the map", map.nodes.len());
+            }
+        }
+        ClusterCmd::Failover { replica, wait } => {
+            let c = Client::connect_with(addr, opts).await?;
+            let f = c
+                .cluster_failover(&replica, Duration::from_secs(wait))
+                .await?;
+            let missed: Vec<&str> = f
+                .nodes
+                .iter()
+                .filter(|(_, r)| r.is_err())
+                .map(|(n, _)| n.as_str())
+                .collect();
+            out.print(
+                || {
+                    let mut text = format!(
+                        "{replica} {} the primary; epoch {}",
+                        if f.promoted { "is now" } else { "was already" },
+                        f.map.epoch
+                    );
+                    for (node, r) in &f.nodes {
+                        match r {
+                            Ok(_) => text.push_str(&format!("\n{node}: took the map")),
+                            Err(e) => text.push_str(&format!("\n{node}: {e}")),
+                        }
+                    }
+                    text
+                },
+                || {
+                    json!({
+                        "replica": replica,
+                        "promoted": f.promoted,
+                        "epoch": f.map.epoch,
+                        "nodes": f.nodes.iter().map(|(node, r)| match r {
+                            Ok(epoch) => json!({ "node": node, "epoch": epoch }),
+                            Err(e) => json!({ "node": node, "error": e.to_string() }),
+                        }).collect::<Vec<_>>(),
+                    })
+                },
+            )?;
+            if !missed.is_empty() {
+                eprintln!(
+                    "warning: these nodes did not take the map (apply it when they are back; a \
+                     lost primary rejoins as a replica with --replica-of): {}",
+                    missed.join(" ")
+                );
             }
         }
         ClusterCmd::Migrate { slots, to, wait } => {

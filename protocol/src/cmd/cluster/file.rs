@@ -9,6 +9,11 @@
 //! addr = "rush-0.rush:7379"
 //! resp_addr = "rush-0.rush:6379"   # optional; default: addr's port + 2
 //! slots = ["0-5460", "9000"]   # inclusive ranges or single slots
+//!
+//! [[nodes]]
+//! id = "rush-0-b"
+//! addr = "rush-0-b.rush:7379"
+//! replica_of = "rush-0"   # a replica: owns no slots
 //! ```
 //!
 //! A file must assign every slot exactly once and have an epoch of at least
@@ -34,6 +39,11 @@ struct FileNode {
     /// port + 2 (rushd's default RESP listener).
     #[serde(default)]
     resp_addr: Option<String>,
+    /// A replica: the id of the node it copies (it owns no slots).
+    #[serde(default)]
+    replica_of: Option<String>,
+    /// A replica has none.
+    #[serde(default)]
     slots: Vec<SlotSpec>,
 }
 
@@ -67,6 +77,7 @@ pub fn parse_map(text: &str) -> Result<ClusterSlotsReply, String> {
             addr: n.addr,
             ranges,
             resp_addr: n.resp_addr,
+            replica_of: n.replica_of,
         });
     }
     let map = ClusterSlotsReply {
@@ -96,7 +107,11 @@ pub fn to_toml(map: &ClusterSlotsReply) -> String {
         if let Some(resp) = &n.resp_addr {
             out.push_str(&format!("resp_addr = {resp:?}\n"));
         }
-        out.push_str(&format!("slots = [{}]\n", slots.join(", ")));
+        if let Some(primary) = &n.replica_of {
+            out.push_str(&format!("replica_of = {primary:?}\n"));
+        } else {
+            out.push_str(&format!("slots = [{}]\n", slots.join(", ")));
+        }
     }
     out
 }
@@ -140,5 +155,18 @@ slots = ["5461-8999", 9001, "9002-16383"]
         assert!(parse_map(&text.replace("rush-1\"\naddr", "rush-0\"\naddr")).is_err());
         assert!(parse_map(&text.replace("9000\"]", "9000\", \"16384\"]")).is_err());
         assert!(parse_map(&text.replace("epoch = 3", "epoch = 3\ncolor = 1")).is_err());
+
+        let with_replica = format!(
+            "{text}\n[[nodes]]\nid = \"rush-1-b\"\naddr = \"rush-1-b.rush:7379\"\nreplica_of = \"rush-1\"\n"
+        );
+        let map = parse_map(&with_replica).unwrap();
+        assert_eq!(map.nodes[2].replica_of.as_deref(), Some("rush-1"));
+        assert!(map.nodes[2].ranges.is_empty());
+        let again = parse_map(&to_toml(&map)).unwrap();
+        assert!(again.same_as(&map));
+        let e =
+            parse_map(&with_replica.replace("replica_of = \"rush-1\"", "replica_of = \"rush-9\""))
+                .unwrap_err();
+        assert!(e.contains("not in the map"), "{e}");
     }
 }

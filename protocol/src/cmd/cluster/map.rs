@@ -58,6 +58,36 @@ impl ClusterSlotsReply {
                 }
             }
         }
+        for n in &self.nodes {
+            let Some(primary) = &n.replica_of else {
+                continue;
+            };
+            match self.node(primary) {
+                None => {
+                    return Err(format!(
+                        "node {:?} is a replica of {primary:?}, which is not in the map",
+                        n.id
+                    ))
+                }
+                Some(p) if p.id == n.id => {
+                    return Err(format!("node {:?} is a replica of itself", n.id))
+                }
+                Some(p) if p.replica_of.is_some() => {
+                    return Err(format!(
+                        "node {:?} is a replica of {primary:?}, itself a replica: a replica \
+                         follows a primary",
+                        n.id
+                    ))
+                }
+                Some(_) => {}
+            }
+            if !n.ranges.is_empty() {
+                return Err(format!(
+                    "node {:?} is a replica (of {primary:?}) and owns slots: a replica owns none",
+                    n.id
+                ));
+            }
+        }
         let mut owner = vec![NOBODY; SLOTS as usize];
         for (i, n) in self.nodes.iter().enumerate() {
             for r in &n.ranges {
@@ -134,8 +164,55 @@ impl ClusterSlotsReply {
             .iter()
             .position(|n| n.id == to)
             .ok_or_else(|| format!("no node {to:?} in the map"))?;
+        if let Some(p) = &self.nodes[to].replica_of {
+            return Err(format!(
+                "node {:?} is a replica of {p:?}: it can't own slots (fail it over first)",
+                self.nodes[to].id
+            ));
+        }
         owners[slot as usize] = to as u16;
         Ok(Self::reassigned(epoch, self.nodes.clone(), &owners))
+    }
+
+    /// This map after replica `replica` takes its primary's place, at
+    /// `epoch`: it owns the primary's slots, and the old primary and the
+    /// primary's other replicas become its replicas (the old primary owns
+    /// nothing; it rejoins by following the new one).
+    pub fn with_failover(&self, replica: &str, epoch: u64) -> Result<ClusterSlotsReply, String> {
+        self.validate()?;
+        if epoch <= self.epoch {
+            return Err(format!(
+                "a failover needs a newer epoch than {} (got {epoch})",
+                self.epoch
+            ));
+        }
+        let node = self
+            .node(replica)
+            .ok_or_else(|| format!("no node {replica:?} in the map"))?;
+        let primary = node
+            .replica_of
+            .clone()
+            .ok_or_else(|| format!("node {replica:?} is a primary, not a replica"))?;
+        let mut next = self.clone();
+        next.epoch = epoch;
+        let ranges = std::mem::take(
+            &mut next
+                .nodes
+                .iter_mut()
+                .find(|n| n.id == primary)
+                .expect("validated")
+                .ranges,
+        );
+        for n in &mut next.nodes {
+            if n.id == replica {
+                n.replica_of = None;
+                n.ranges = ranges.clone();
+            } else if n.id == primary || n.replica_of.as_deref() == Some(primary.as_str()) {
+                n.replica_of = Some(replica.to_string());
+            }
+        }
+        next.validate()?;
+        Ok(next)
     }
 
     /// A map from each slot's owner index.
@@ -147,6 +224,7 @@ impl ClusterSlotsReply {
                 addr,
                 ranges: Vec::new(),
                 resp_addr: None,
+                replica_of: None,
             })
             .collect();
         Self::reassigned(epoch, nodes, owners)
@@ -247,6 +325,7 @@ mod tests {
                 .map(|&(start, end)| SlotRange { start, end })
                 .collect(),
             resp_addr: None,
+            replica_of: None,
         }
     }
 
@@ -374,5 +453,87 @@ mod tests {
                 SlotRange { start: 9, end: 10 }
             ]
         );
+    }
+
+    fn replica(id: &str, of: &str) -> ClusterNode {
+        ClusterNode {
+            replica_of: Some(of.into()),
+            ..node(id, &[])
+        }
+    }
+
+    #[test]
+    fn replicas_and_failover() {
+        let map = ClusterSlotsReply {
+            epoch: 3,
+            nodes: vec![
+                node("a", &[(0, 8191)]),
+                node("b", &[(8192, 16383)]),
+                replica("a2", "a"),
+                replica("a3", "a"),
+                replica("b2", "b"),
+            ],
+        };
+        map.validate().unwrap();
+        let ids = |it: &mut dyn Iterator<Item = &ClusterNode>| -> Vec<String> {
+            it.map(|n| n.id.clone()).collect()
+        };
+        assert_eq!(ids(&mut map.replicas_of("a")), ["a2", "a3"]);
+
+        let next = map.with_failover("a2", 4).unwrap();
+        assert_eq!(next.epoch, 4);
+        assert_eq!(
+            next.node("a2").unwrap().ranges,
+            map.node("a").unwrap().ranges
+        );
+        assert_eq!(next.node("a2").unwrap().replica_of, None);
+        assert!(next.node("a").unwrap().ranges.is_empty());
+        assert_eq!(ids(&mut next.replicas_of("a2")), ["a", "a3"]);
+        assert_eq!(ids(&mut next.replicas_of("b")), ["b2"]);
+        assert_eq!(
+            next.node("b").unwrap().ranges,
+            map.node("b").unwrap().ranges
+        );
+        // And back.
+        let back = next.with_failover("a", 5).unwrap();
+        assert!(back.same_as(&ClusterSlotsReply {
+            epoch: 5,
+            nodes: vec![
+                node("a", &[(0, 8191)]),
+                node("b", &[(8192, 16383)]),
+                replica("a2", "a"),
+                replica("a3", "a"),
+                replica("b2", "b"),
+            ],
+        }));
+
+        let err = |m: &ClusterSlotsReply| m.validate().unwrap_err();
+        assert!(map
+            .with_failover("a", 4)
+            .unwrap_err()
+            .contains("is a primary"));
+        assert!(map
+            .with_failover("a2", 3)
+            .unwrap_err()
+            .contains("newer epoch"));
+        assert!(map.with_failover("zz", 4).unwrap_err().contains("no node"));
+        assert!(map
+            .with_slot_moved(5, "a2", 4)
+            .unwrap_err()
+            .contains("replica"));
+        let mut bad = map.clone();
+        bad.nodes[2].replica_of = Some("zz".into());
+        assert!(err(&bad).contains("not in the map"), "{}", err(&bad));
+        bad.nodes[2].replica_of = Some("a2".into());
+        assert!(err(&bad).contains("of itself"));
+        bad.nodes[2].replica_of = Some("a3".into());
+        assert!(err(&bad).contains("itself a replica"));
+        let mut owning = map.clone();
+        owning.nodes[1].ranges.truncate(0);
+        owning.nodes[4].ranges = vec![SlotRange {
+            start: 8192,
+            end: 16383,
+        }];
+        assert!(err(&owning).contains("owns slots"), "{}", err(&owning));
     }
 }

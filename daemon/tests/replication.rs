@@ -606,33 +606,58 @@ async fn a_cluster_fails_over_to_the_replica_in_its_map() {
     let again = c.cluster_failover("a2", Duration::from_secs(5)).await;
     assert!(again.is_err(), "a2 is a primary in the map now: {again:?}");
 
-    // The old primary rejoins as a2's replica; its stored map (epoch 2)
-    // gives it slots, so it serves none until it takes the new one.
-    let old = restart(
-        &adir,
-        &a,
-        &[
-            "--node-id",
-            "a",
-            "--config",
-            &config,
-            "--replica-of",
-            &a2.repl,
-        ],
-    );
-    caught_up(a2.addr, old.addr).await;
+    // The old primary, restarted as it was (no --replica-of), learns the
+    // newer map from the other nodes before it serves, finds itself a2's
+    // replica in it and follows a2 (its own unreplicated state replaced).
+    let old = restart(&adir, &a, &["--node-id", "a", "--config", &config]);
     assert_eq!(
-        c.cluster_setmap_on(&old.addr.to_string(), f.map.clone())
-            .await
-            .unwrap(),
+        connect(old.addr).await.cluster_slots().await.unwrap().epoch,
         3
     );
+    let r = caught_up(a2.addr, old.addr).await;
+    assert_eq!(r["role"], "replica", "{r:?}");
+    assert_eq!(r["replica_of"], "a2", "{r:?}");
     let via_old = connect(old.addr).await;
     assert_eq!(
         via_old.get(keys[0].clone()).await.unwrap().as_deref(),
         Some(&b"1"[..])
     );
-    assert_eq!(status(old.addr).await["role"], "replica");
+
+    // And back: a is promoted; a2, running, takes the map that makes it a's
+    // replica, restarts in place and follows a.
+    let back = c
+        .cluster_failover("a", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(back.map.epoch, 4);
+    assert!(
+        back.nodes.iter().all(|(_, r)| r.is_ok()),
+        "{:?}",
+        back.nodes
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let r = loop {
+        let r = status(a2.addr).await;
+        if r["role"] == "replica" && r["replication_state"] == "following" {
+            break r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a2 did not become a's replica: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(r["replica_of"], "a", "{r:?}");
+    caught_up(old.addr, a2.addr).await;
+    let c = connect(b.addr).await;
+    for k in &keys {
+        assert_eq!(
+            c.get(k.clone()).await.unwrap().as_deref(),
+            Some(&b"1"[..]),
+            "{k} lost failing back"
+        );
+    }
+    c.set("after-failback", "1").await.unwrap();
 }
 
 /// `replication.min_acks = 1`: a write is answered only once the replica

@@ -173,47 +173,7 @@ impl Cluster {
             .resp_advertise
             .clone()
             .or_else(|| resp.map(|a| a.to_string()));
-        let stored = store::load_map(storage).context("reading the stored cluster map")?;
-        let file = match &cfg.map_file {
-            Some(path) => Some(
-                rush_protocol::cmd::cluster::file::load_map(path).map_err(anyhow::Error::msg)?,
-            ),
-            None => None,
-        };
-        let map = match (stored, file) {
-            (None, None) => lone_map(node_id, &advertise),
-            (Some(s), None) => s,
-            (None, Some(f)) => {
-                storage.meta_put(keys::meta::CLUSTER_MAP, &store::encode_map(&f))?;
-                tracing::info!(epoch = f.epoch, "cluster map from the map file");
-                f
-            }
-            (Some(s), Some(f)) if f.epoch > s.epoch => {
-                storage.meta_put(keys::meta::CLUSTER_MAP, &store::encode_map(&f))?;
-                tracing::info!(
-                    file = f.epoch,
-                    stored = s.epoch,
-                    "the map file is newer than the stored map: using it"
-                );
-                f
-            }
-            (Some(s), Some(f)) => {
-                if f.epoch == s.epoch && !f.same_as(&s) {
-                    tracing::warn!(
-                        epoch = s.epoch,
-                        "the map file differs from the stored map of the same epoch; keeping the \
-                         stored one (bump the file's epoch to replace it)"
-                    );
-                } else if f.epoch < s.epoch {
-                    tracing::info!(
-                        file = f.epoch,
-                        stored = s.epoch,
-                        "the stored map is newer than the map file (slots moved since): using it"
-                    );
-                }
-                s
-            }
-        };
+        let map = pick_map(&cfg, storage)?.unwrap_or_else(|| lone_map(node_id, &advertise));
         // A replica serves no slot. In a cluster map it is a node that owns
         // none (requests are MOVED to their owners); a lone replica's map
         // names its primary for all (not stored).
@@ -329,6 +289,115 @@ impl Cluster {
     }
 }
 
+/// The map a node starts with: the newer of the stored one and the map
+/// file (a newer file is stored); none when there is neither.
+fn pick_map(cfg: &ClusterConfig, storage: &Storage) -> anyhow::Result<Option<ClusterSlotsReply>> {
+    let stored = store::load_map(storage).context("reading the stored cluster map")?;
+    let file = match &cfg.map_file {
+        Some(path) => {
+            Some(rush_protocol::cmd::cluster::file::load_map(path).map_err(anyhow::Error::msg)?)
+        }
+        None => None,
+    };
+    let map = match (stored, file) {
+        (None, None) => return Ok(None),
+        (Some(s), None) => s,
+        (None, Some(f)) => {
+            storage.meta_put(keys::meta::CLUSTER_MAP, &store::encode_map(&f))?;
+            tracing::info!(epoch = f.epoch, "cluster map from the map file");
+            f
+        }
+        (Some(s), Some(f)) if f.epoch > s.epoch => {
+            storage.meta_put(keys::meta::CLUSTER_MAP, &store::encode_map(&f))?;
+            tracing::info!(
+                file = f.epoch,
+                stored = s.epoch,
+                "the map file is newer than the stored map: using it"
+            );
+            f
+        }
+        (Some(s), Some(f)) => {
+            if f.epoch == s.epoch && !f.same_as(&s) {
+                tracing::warn!(
+                    epoch = s.epoch,
+                    "the map file differs from the stored map of the same epoch; keeping the \
+                     stored one (bump the file's epoch to replace it)"
+                );
+            } else if f.epoch < s.epoch {
+                tracing::info!(
+                    file = f.epoch,
+                    stored = s.epoch,
+                    "the stored map is newer than the map file (slots moved since): using it"
+                );
+            }
+            s
+        }
+    };
+    Ok(Some(map))
+}
+
+/// Before a node of a cluster map serves: ask the other nodes of its map
+/// for theirs, and store the newest if it is newer. A node that was down
+/// may have missed a failover (it would serve slots that are another's
+/// now, or not know it is a replica) or a slot move. Each node is given
+/// `cluster.peer_timeout_ms`, all at once; a node that doesn't answer is
+/// skipped. Not while a slot move this node coordinated is unresolved (its
+/// recovery decides the map).
+pub async fn catch_up(
+    config: &Config,
+    storage: &Arc<Storage>,
+    node_id: &str,
+    peer_token: Option<String>,
+) -> anyhow::Result<()> {
+    let cfg = config.cluster.clone();
+    let (cfg2, st) = (cfg.clone(), storage.clone());
+    let picked = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let map = pick_map(&cfg2, &st)?;
+        let moving = store::MigrationRecord::load(&st)?.is_some();
+        Ok(map.filter(|m| m.epoch > 0 && !moving))
+    })
+    .await
+    .context("cluster map task")??;
+    let Some(map) = picked else {
+        return Ok(());
+    };
+    let peers = Peers::new(
+        node_id,
+        peer_token,
+        cfg.peer_ca_file.as_deref(),
+        Duration::from_millis(cfg.peer_timeout_ms),
+    )?;
+    let asks = map
+        .nodes
+        .iter()
+        .filter(|n| n.id != node_id)
+        .map(|n| peers.call(&n.addr, &rush_protocol::cmd::ClusterSlots {}));
+    let answers = tokio::time::timeout(
+        Duration::from_millis(cfg.peer_timeout_ms),
+        futures_util::future::join_all(asks),
+    )
+    .await
+    .unwrap_or_default();
+    let newest = answers
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|m| m.epoch > map.epoch && m.validate().is_ok())
+        .max_by_key(|m| m.epoch);
+    if let Some(m) = newest {
+        tracing::warn!(
+            stored = map.epoch,
+            newer = m.epoch,
+            "another node runs a newer cluster map: using it (this node missed a map change \
+             while it was down)"
+        );
+        let (st, raw) = (storage.clone(), store::encode_map(&m));
+        tokio::task::spawn_blocking(move || st.meta_put(keys::meta::CLUSTER_MAP, &raw))
+            .await
+            .context("cluster map task")??;
+    }
+    Ok(())
+}
+
 /// The map of a node that was never given one: it owns every slot.
 /// A replica's map: every slot its primary's, at `addr` (its replication
 /// listener until the follower learns the primary's protocol address).
@@ -370,7 +439,22 @@ pub async fn handle(node: Arc<NodeShared>, request: Request, sink: ReplySink) {
             other.opcode().name()
         ))),
     };
-    sink.send(result)
+    let new_map = matches!(result, Ok(Reply::ClusterSetMap(_)));
+    sink.send(result);
+    // A primary the map now names a replica (a failover away from it):
+    // after the answer, it restarts in place and follows its new primary.
+    let me = &node.cluster.node_id;
+    let named_replica = || {
+        let map = node.cluster.routing.map();
+        map.map.node(me).is_some_and(|n| n.replica_of.is_some())
+    };
+    if new_map && node.replication.follow.is_none() && named_replica() {
+        let demoted = crate::replication::standby_of(&node.config, &node.storage, me);
+        if let Ok(Some(s)) = demoted {
+            tracing::warn!(primary = %s.primary, "the cluster map makes this node a replica: restarting in place to follow");
+            let _ = node.replication.restart.send(true);
+        }
+    }
 }
 
 fn conflict(message: impl Into<String>) -> RushError {

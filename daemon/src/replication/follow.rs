@@ -117,14 +117,17 @@ impl Status {
 
 /// The follower's shared face.
 pub struct Follow {
+    /// The primary's replication listener, or (`from_map`) its node id.
     pub primary: String,
+    pub from_map: bool,
     pub status: Mutex<Status>,
 }
 
 impl Follow {
-    pub fn new(primary: String) -> Follow {
+    pub fn new(standby: super::Standby) -> Follow {
         Follow {
-            primary,
+            primary: standby.primary,
+            from_map: standby.from_map,
             status: Mutex::new(Status {
                 state: "connecting",
                 ..Status::default()
@@ -180,10 +183,12 @@ async fn follow_once(
     routing: &crate::cluster::routing::Routing,
     stop: &mut watch::Receiver<bool>,
 ) -> Result<(), String> {
-    let mut conn = peers
-        .connect(&follow.primary)
-        .await
-        .map_err(|e| e.to_string())?;
+    let addr = if follow.from_map {
+        replication_addr(peers, routing).await?
+    } else {
+        follow.primary.clone()
+    };
+    let mut conn = peers.connect(&addr).await.map_err(|e| e.to_string())?;
     // Where the primary's clients reach it: this node's MOVED answers
     // send them there.
     let info = conn.call(&Info {}).await.map_err(|e| e.to_string())?;
@@ -261,6 +266,47 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| format!("replication task: {e}"))?
+}
+
+/// Where to follow the primary the map in force names for this node: the
+/// host of its map address, the port of its `replication_listen` (INFO).
+async fn replication_addr(
+    peers: &Peers,
+    routing: &crate::cluster::routing::Routing,
+) -> Result<String, String> {
+    let map = routing.map();
+    let me = routing.me();
+    let primary = map
+        .map
+        .node(me)
+        .and_then(|n| n.replica_of.as_deref())
+        .and_then(|p| map.map.node(p))
+        .ok_or_else(|| {
+            format!(
+                "the cluster map (epoch {}) no longer names {me} a replica",
+                map.epoch()
+            )
+        })?;
+    let info = peers
+        .call(&primary.addr, &Info {})
+        .await
+        .map_err(|e| format!("asking {} where it serves replicas: {e}", primary.id))?;
+    let listen = info.get("replication_listen").unwrap_or_default();
+    let port = listen
+        .rsplit_once(':')
+        .map(|(_, p)| p)
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "{} serves no replicas (its replication.listen is off)",
+                primary.id
+            )
+        })?;
+    let host = primary
+        .addr
+        .rsplit_once(':')
+        .map_or(primary.addr.as_str(), |(h, _)| h);
+    Ok(format!("{host}:{port}"))
 }
 
 /// Replace this node's data with the primary's snapshot.

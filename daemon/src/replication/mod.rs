@@ -125,36 +125,83 @@ pub struct Replication {
     pub listen_addr: std::sync::OnceLock<std::net::SocketAddr>,
 }
 
-/// Whether this start of the node is a replica: configured as one, and not
-/// promoted since.
-pub fn standby_of(config: &crate::Config, storage: &Storage) -> anyhow::Result<Option<String>> {
+/// Whose replica this start of the node is.
+#[derive(Debug, Clone)]
+pub struct Standby {
+    /// `replication.replica_of` (the primary's replication listener), or
+    /// the id of the node the cluster map says this one is a replica of.
+    pub primary: String,
+    /// From the map: each connection looks the primary up in the map in
+    /// force (its replication listener is the port its INFO names, on its
+    /// map address's host), so a replica follows a failover of its primary
+    /// to another of its replicas.
+    pub from_map: bool,
+}
+
+/// Whether this start of the node is a replica: configured as one and not
+/// promoted since, or named a replica (`replica_of`) by the cluster map it
+/// starts with (a map newer than its promotion, if it was promoted: the
+/// map of a failover away from it).
+pub fn standby_of(
+    config: &crate::Config,
+    storage: &Storage,
+    node_id: &str,
+) -> anyhow::Result<Option<Standby>> {
+    let promoted = promoted(storage)?;
     let primary = config.replication.replica_of.trim();
-    if primary.is_empty() {
+    if !primary.is_empty() {
+        if let Some((at, _)) = promoted {
+            tracing::warn!(
+                replica_of = primary,
+                promoted_at_ms = at,
+                "this node was promoted to primary: replication.replica_of is ignored (to follow \
+                 again, start it on an empty data directory)"
+            );
+        } else {
+            return Ok(Some(Standby {
+                primary: primary.to_string(),
+                from_map: false,
+            }));
+        }
+    }
+    let Some(map) = crate::cluster::store::load_map(storage)? else {
+        return Ok(None);
+    };
+    let Some(of) = map.node(node_id).and_then(|n| n.replica_of.clone()) else {
+        return Ok(None);
+    };
+    if promoted.is_some_and(|(_, epoch)| map.epoch <= epoch) {
         return Ok(None);
     }
-    if let Some(at) = promoted_at(storage)? {
-        tracing::warn!(
-            replica_of = primary,
-            promoted_at_ms = at,
-            "this node was promoted to primary: replication.replica_of is ignored (to follow \
-             again, start it on an empty data directory)"
-        );
+    Ok(Some(Standby {
+        primary: of,
+        from_map: true,
+    }))
+}
+
+/// When this node was promoted (ms) and the epoch of its map then.
+fn promoted(storage: &Storage) -> anyhow::Result<Option<(u64, u64)>> {
+    let Some(raw) = storage.meta_get(meta::REPLICATION_PROMOTED)? else {
         return Ok(None);
-    }
-    Ok(Some(primary.to_string()))
+    };
+    let word = |i: usize| {
+        raw.get(i..i + 8)
+            .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
+    };
+    // A record of the release before holds the time only (a lone pair: its
+    // map had epoch 0).
+    Ok(word(0).map(|at| (at, word(8).unwrap_or(0))))
 }
 
 fn promoted_at(storage: &Storage) -> anyhow::Result<Option<u64>> {
-    Ok(storage
-        .meta_get(meta::REPLICATION_PROMOTED)?
-        .and_then(|raw| Some(u64::from_be_bytes(raw.as_slice().try_into().ok()?))))
+    Ok(promoted(storage)?.map(|(at, _)| at))
 }
 
 impl Replication {
     pub fn new(
         config: &crate::Config,
         storage: &Storage,
-        standby: Option<&str>,
+        standby: Option<&Standby>,
     ) -> anyhow::Result<Replication> {
         let (stop_follow, _) = watch::channel(false);
         Ok(Replication {
@@ -163,7 +210,7 @@ impl Replication {
                 config.replication.backlog_mb << 20,
                 config.replication.min_acks > 0,
             )),
-            follow: standby.map(|p| Arc::new(follow::Follow::new(p.to_string()))),
+            follow: standby.map(|s| Arc::new(follow::Follow::new(s.clone()))),
             stop_follow,
             follow_task: Mutex::new(None),
             restart: watch::channel(false).0,
@@ -448,10 +495,13 @@ async fn promote(node: &Arc<NodeShared>) -> Result<InfoReply, RushError> {
     let rows = repl.rows(&node.storage);
     let (storage, config) = (node.storage.clone(), node.config.clone());
     let now = node.clock.now_ms();
+    let epoch = node.cluster.routing.map().epoch();
     let skipped = tokio::task::spawn_blocking(move || -> Result<usize, StorageError> {
         let mut batch = WriteBatch::default();
         let skipped = skip_ids(&storage, &config, &mut batch)?;
-        storage.batch_meta_put(&mut batch, meta::REPLICATION_PROMOTED, &now.to_be_bytes());
+        let mut record = now.to_be_bytes().to_vec();
+        record.extend_from_slice(&epoch.to_be_bytes());
+        storage.batch_meta_put(&mut batch, meta::REPLICATION_PROMOTED, &record);
         storage.write(batch, true)?;
         Ok(skipped)
     })

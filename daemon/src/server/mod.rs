@@ -238,11 +238,16 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
     let storage = Arc::new(storage);
     let node_id = node_id(&config, &storage)?;
     crate::links::ensure_key(&storage).context("short-link code key")?;
-    let standby = crate::replication::standby_of(&config, &storage)?;
+    let auth = crate::auth::Auth::load(
+        config.auth.token_file.as_deref(),
+        config.auth.admin_token_file.as_deref(),
+    )?;
+    crate::cluster::catch_up(&config, &storage, &node_id, auth.peer_token()).await?;
+    let standby = crate::replication::standby_of(&config, &storage, &node_id)?;
     let replication = Arc::new(crate::replication::Replication::new(
         &config,
         &storage,
-        standby.as_deref(),
+        standby.as_ref(),
     )?);
     let metrics = Arc::new(Metrics::new(shards, &storage.stats));
 
@@ -282,10 +287,6 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
     config.links.base_url = short_urls.base_url;
     let config = Arc::new(config);
 
-    let auth = crate::auth::Auth::load(
-        config.auth.token_file.as_deref(),
-        config.auth.admin_token_file.as_deref(),
-    )?;
     let cluster = {
         let (config, storage, node_id, metrics) = (
             config.clone(),
@@ -294,7 +295,7 @@ pub async fn start(mut config: Config, clock: Clock) -> anyhow::Result<Running> 
             metrics.clone(),
         );
         let token = auth.peer_token();
-        let standby = standby.clone();
+        let standby = standby.as_ref().map(|s| s.primary.clone());
         tokio::task::spawn_blocking(move || {
             let me = crate::cluster::Identity {
                 node_id: &node_id,
@@ -436,7 +437,10 @@ pub async fn run(
                 return running.shutdown().await;
             }
             _ = restart.wait_for(|r| *r) => {
-                tracing::info!("restarting as a primary");
+                tracing::info!(
+                    role = running.node.replication.role(),
+                    "restarting in place (promoted, or made a replica by the cluster map)"
+                );
                 config.server.listen = running.addr.to_string();
                 if let Some(a) = running.http_addr {
                     config.server.http = a.to_string();

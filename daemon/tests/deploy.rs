@@ -69,6 +69,8 @@ fn port_of(addr: &str) -> u16 {
 // ------------------------------------------------- the k8s objects ----
 
 const STS: &str = "k8s/statefulset.yaml";
+/// The replicas' StatefulSet: the primaries' but for names and placement.
+const REPLICA_STS: &str = "k8s/statefulset-replica.yaml";
 const CONFIGMAP: &str = "k8s/configmap.yaml";
 
 /// Worst-case shutdown after SIGTERM, in units of `server.drain_timeout_secs`
@@ -201,6 +203,9 @@ fn configmap_config_fits_the_statefulset() {
     let mut listeners = BTreeSet::from([listen.port() as i64, http.port() as i64]);
     if !c.links.redirect_listen.is_empty() {
         listeners.insert(port_of(&c.links.redirect_listen) as i64);
+    }
+    if !c.replication.listen.is_empty() {
+        listeners.insert(port_of(&c.replication.listen) as i64);
     }
     let ports: BTreeSet<i64> = list(&ctr["ports"], "ports")
         .iter()
@@ -411,6 +416,42 @@ fn services_and_disruption_budget() {
         }
     }
 
+    // The replicas' governing Service selects their pods, not the
+    // primaries'; the client Service selects the primaries' only.
+    let replicas = yaml(REPLICA_STS);
+    let replica_labels = replicas["spec"]["template"]["metadata"]["labels"]
+        .as_hash()
+        .unwrap();
+    let replica_headless = yaml("k8s/service-headless-replica.yaml");
+    assert_eq!(
+        s(&replica_headless["metadata"]["name"], "name"),
+        s(&replicas["spec"]["serviceName"], "serviceName")
+    );
+    assert_eq!(
+        s(&replica_headless["spec"]["clusterIP"], "clusterIP"),
+        "None"
+    );
+    let selects = |svc: &Yaml, labels: &yaml_rust2::yaml::Hash| {
+        svc["spec"]["selector"]
+            .as_hash()
+            .expect("selector")
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+    };
+    assert!(selects(&replica_headless, replica_labels));
+    assert!(!selects(&replica_headless, pod_labels));
+    assert!(
+        !selects(&client, replica_labels),
+        "clients enter at primaries"
+    );
+    assert!(!selects(&headless, replica_labels));
+    // Two StatefulSets must not select each other's pods.
+    for (a, b) in [(&sts, replica_labels), (&replicas, pod_labels)] {
+        let sel = a["spec"]["selector"]["matchLabels"].as_hash().unwrap();
+        assert!(!sel.iter().all(|(k, v)| b.get(k) == Some(v)));
+    }
+
+    // One budget over both: a drain never takes a node and its replica.
     let pdb = yaml("k8s/pdb.yaml");
     assert_eq!(s(&pdb["kind"], "kind"), "PodDisruptionBudget");
     assert_eq!(int(&pdb["spec"]["maxUnavailable"], "maxUnavailable"), 1);
@@ -418,6 +459,147 @@ fn services_and_disruption_budget() {
     let sel = pdb["spec"]["selector"]["matchLabels"].as_hash().unwrap();
     for (k, v) in sel {
         assert_eq!(pod_labels.get(k), Some(v), "PDB selects the pods");
+        assert_eq!(replica_labels.get(k), Some(v), "and the replicas");
+    }
+}
+
+/// The replicas' StatefulSet is the primaries' but for its names and its
+/// placement: either set holds primaries after failovers. Each replica
+/// never shares a machine with its primary (same pod index).
+#[test]
+fn replica_statefulset_mirrors_the_primaries() {
+    let primaries = yaml(STS);
+    let replicas = yaml(REPLICA_STS);
+    let (name, rname) = (
+        s(&primaries["metadata"]["name"], "name"),
+        s(&replicas["metadata"]["name"], "name"),
+    );
+    assert_eq!(rname, format!("{name}-replica"));
+    assert_eq!(
+        primaries["spec"]["replicas"], replicas["spec"]["replicas"],
+        "a replica per node"
+    );
+    // The same container but for the advertised Service name.
+    let advertise = |sts: &Yaml| -> Vec<String> {
+        list(&container(sts)["args"], "args")
+            .iter()
+            .map(|a| s(a, "arg").to_string())
+            .collect()
+    };
+    let want: Vec<String> = advertise(&primaries)
+        .into_iter()
+        .map(|a| a.replace(".rush.$(POD_NAMESPACE)", ".rush-replica.$(POD_NAMESPACE)"))
+        .collect();
+    assert_eq!(advertise(&replicas), want);
+    let mut a = container(&primaries).clone();
+    let mut b = container(&replicas).clone();
+    for c in [&mut a, &mut b] {
+        if let Yaml::Hash(h) = c {
+            h.remove(&Yaml::String("args".into()));
+        }
+    }
+    assert_eq!(a, b, "the containers differ only in --advertise");
+    // The pod specs differ only in their affinity.
+    let pod = |sts: &Yaml| {
+        let mut p = sts["spec"]["template"]["spec"].clone();
+        if let Yaml::Hash(h) = &mut p {
+            h.remove(&Yaml::String("affinity".into()));
+            h.remove(&Yaml::String("containers".into()));
+        }
+        p
+    };
+    assert_eq!(pod(&primaries), pod(&replicas));
+    for key in [
+        "podManagementPolicy",
+        "updateStrategy",
+        "minReadySeconds",
+        "persistentVolumeClaimRetentionPolicy",
+    ] {
+        assert_eq!(primaries["spec"][key], replicas["spec"][key], "{key}");
+    }
+    assert_eq!(
+        primaries["spec"]["volumeClaimTemplates"][0]["spec"],
+        replicas["spec"]["volumeClaimTemplates"][0]["spec"]
+    );
+    // Required: not on the machine of the primary of the same index.
+    let required = list(
+        &replicas["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+            ["requiredDuringSchedulingIgnoredDuringExecution"],
+        "required anti-affinity",
+    );
+    let primary_labels = primaries["spec"]["template"]["metadata"]["labels"]
+        .as_hash()
+        .unwrap();
+    assert!(required.iter().any(|t| {
+        s(&t["topologyKey"], "topologyKey") == "kubernetes.io/hostname"
+            && t["labelSelector"]["matchLabels"]
+                .as_hash()
+                .is_some_and(|m| m.iter().all(|(k, v)| primary_labels.get(k) == Some(v)))
+            && list(&t["matchLabelKeys"], "matchLabelKeys")
+                .iter()
+                .any(|k| k.as_str() == Some("apps.kubernetes.io/pod-index"))
+    }));
+    // The replication listener is a named port of both.
+    let repl = port_of(&configmap_config().replication.listen) as i64;
+    for sts in [&primaries, &replicas] {
+        assert_eq!(
+            int(
+                &named(&container(sts)["ports"], "repl", "ports")["containerPort"],
+                "repl"
+            ),
+            repl
+        );
+    }
+}
+
+/// `kubernetes-validate` (PyPI; `scripts/ensure-deps --redis-py` puts it
+/// in the tests' virtual environment) checks every object `kubectl apply
+/// -k deploy/k8s` creates against Kubernetes' own schemas, strictly, for
+/// the oldest release the manifests need (1.31: matchLabelKeys in pod
+/// anti-affinity) and the newest it knows.
+#[test]
+fn manifests_pass_kubernetes_validate() {
+    let Some(tool) = common::venv_tool("kubernetes-validate") else {
+        return;
+    };
+    let k = yaml("k8s/kustomization.yaml");
+    let mut files: Vec<String> = list(&k["resources"], "resources")
+        .iter()
+        .map(|r| {
+            deploy()
+                .join("k8s")
+                .join(s(r, "resource"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    files.push(
+        deploy()
+            .join("k8s/secret.example.yaml")
+            .display()
+            .to_string(),
+    );
+    for version in [Some("1.31.0"), None] {
+        let mut cmd = std::process::Command::new(&tool);
+        cmd.arg("--strict");
+        if let Some(v) = version {
+            cmd.args(["-k", v]);
+        }
+        let out = cmd.args(&files).output().expect("kubernetes-validate runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success(),
+            "kubernetes-validate {version:?}:\n{text}"
+        );
+        assert_eq!(
+            text.matches(" passed ").count(),
+            files.len(),
+            "every object checked against a schema ({version:?}):\n{text}"
+        );
     }
 }
 
@@ -443,11 +625,36 @@ fn cluster_map_covers_every_slot_once_with_the_pods_names() {
     let replicas = int(&sts["spec"]["replicas"], "replicas") as usize;
     let ns = kustomization_namespace();
     let port = port_of(&configmap_config().server.listen);
-    assert_eq!(nodes.len(), replicas, "one map entry per pod");
+    assert_eq!(
+        nodes.len(),
+        2 * replicas,
+        "one map entry per pod, and per replica"
+    );
+    // The replicas: rush-replica-N follows rush-N, owns nothing.
+    let rsts = yaml(REPLICA_STS);
+    let rname = s(&rsts["metadata"]["name"], "replicas' name");
+    let rservice = s(&rsts["spec"]["serviceName"], "replicas' serviceName");
+    for (i, node) in nodes[replicas..].iter().enumerate() {
+        assert_eq!(node["id"].as_str(), Some(format!("{rname}-{i}").as_str()));
+        assert_eq!(
+            node["addr"].as_str(),
+            Some(format!("{rname}-{i}.{rservice}.{ns}.svc:{port}").as_str())
+        );
+        assert_eq!(
+            node["replica_of"].as_str(),
+            Some(format!("{name}-{i}").as_str())
+        );
+        assert!(node.get("slots").is_none(), "a replica owns no slots");
+    }
+    // And the map parses as rushd reads it.
+    let parsed =
+        rush_client::protocol::cmd::cluster::file::parse_map(&configmap_file("cluster.toml"))
+            .expect("cluster.toml is a valid map");
+    assert_eq!(parsed.replicas_of(&format!("{name}-0")).count(), 1);
 
     let mut owner = vec![None; 16384];
     let mut sizes = Vec::new();
-    for (i, node) in nodes.iter().enumerate() {
+    for (i, node) in nodes[..replicas].iter().enumerate() {
         let id = node["id"].as_str().expect("id");
         assert_eq!(
             id,
@@ -859,10 +1066,18 @@ fn scrape_config_finds_the_pods() {
         http
     );
     let app = keep("__meta_kubernetes_pod_label_app_kubernetes_io_name");
-    assert_eq!(
-        sts["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"].as_str(),
-        Some(app.as_str())
-    );
+    let kept: BTreeSet<String> = app.split('|').map(String::from).collect();
+    let names: BTreeSet<String> = [yaml(STS), yaml(REPLICA_STS)]
+        .iter()
+        .map(|sts| {
+            s(
+                &sts["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"],
+                "pod name label",
+            )
+            .to_string()
+        })
+        .collect();
+    assert_eq!(kept, names, "the primaries' pods and the replicas'");
 }
 
 // ---------------------------------------------------------- Grafana ----
@@ -1531,46 +1746,62 @@ fn prometheus_operator_objects_match_the_rules_and_the_pods() {
         ep["interval"], job["scrape_interval"],
         "the scrape interval of prometheus.yml"
     );
-    let selector = spec["selector"]["matchLabels"]
-        .as_hash()
-        .expect("matchLabels");
-    let port_name = s(&ep["port"], "endpoint port");
-    let scraped: Vec<Yaml> = ["k8s/service-headless.yaml", "k8s/service-client.yaml"]
-        .into_iter()
-        .map(yaml)
-        .filter(|svc| {
-            let labels = svc["metadata"]["labels"].as_hash().expect("labels");
-            selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-        })
-        .filter(|svc| {
-            list(&svc["spec"]["ports"], "ports")
-                .iter()
-                .any(|p| p["name"].as_str() == Some(port_name))
-        })
+    // The selector: label `app.kubernetes.io/name` in a list of values.
+    let exprs = list(&spec["selector"]["matchExpressions"], "matchExpressions");
+    assert_eq!(exprs.len(), 1, "{exprs:?}");
+    assert_eq!(s(&exprs[0]["key"], "key"), "app.kubernetes.io/name");
+    assert_eq!(s(&exprs[0]["operator"], "operator"), "In");
+    let values: BTreeSet<&str> = list(&exprs[0]["values"], "values")
+        .iter()
+        .map(|v| s(v, "value"))
         .collect();
-    assert_eq!(scraped.len(), 1, "one Service has the {port_name} port");
-    let svc = &scraped[0];
-    let sts = yaml(STS);
+    let selected = |svc: &Yaml| {
+        svc["metadata"]["labels"]["app.kubernetes.io/name"]
+            .as_str()
+            .is_some_and(|n| values.contains(n))
+    };
+    let port_name = s(&ep["port"], "endpoint port");
+    let scraped: Vec<Yaml> = [
+        "k8s/service-headless.yaml",
+        "k8s/service-client.yaml",
+        "k8s/service-headless-replica.yaml",
+    ]
+    .into_iter()
+    .map(yaml)
+    .filter(selected)
+    .filter(|svc| {
+        list(&svc["spec"]["ports"], "ports")
+            .iter()
+            .any(|p| p["name"].as_str() == Some(port_name))
+    })
+    .collect();
     assert_eq!(
-        svc["metadata"]["name"], sts["spec"]["serviceName"],
-        "the headless Service: it lists starting and draining pods too"
+        scraped.len(),
+        2,
+        "the two headless Services have the {port_name} port"
     );
-    let target = s(
-        &named(&svc["spec"]["ports"], port_name, "ports")["targetPort"],
-        "targetPort",
-    );
-    assert_eq!(
-        int(
-            &named(&container(&sts)["ports"], target, "container ports")["containerPort"],
-            "containerPort"
-        ),
-        port_of(&configmap_config().server.http) as i64,
-        "the port of the HTTP listener"
-    );
+    for (svc, sts) in scraped.iter().zip([yaml(STS), yaml(REPLICA_STS)]) {
+        assert_eq!(
+            svc["metadata"]["name"], sts["spec"]["serviceName"],
+            "the headless Services: they list starting and draining pods too"
+        );
+        let target = s(
+            &named(&svc["spec"]["ports"], port_name, "ports")["targetPort"],
+            "targetPort",
+        );
+        assert_eq!(
+            int(
+                &named(&container(&sts)["ports"], target, "container ports")["containerPort"],
+                "containerPort"
+            ),
+            port_of(&configmap_config().server.http) as i64,
+            "the port of the HTTP listener"
+        );
+        assert!(s(&svc["metadata"]["name"], "name").starts_with("rush"));
+    }
     // job: the Service's name unless jobLabel says otherwise; the rules
     // select job=~"rush.*".
     assert!(spec["jobLabel"].is_badvalue());
-    assert!(s(&svc["metadata"]["name"], "name").starts_with("rush"));
     // instance = the pod name, as prometheus.yml relabels it.
     let relabelings = list(&ep["relabelings"], "relabelings");
     for r in relabelings {

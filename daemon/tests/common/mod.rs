@@ -446,6 +446,24 @@ pub fn venv_python() -> Option<PathBuf> {
     }
 }
 
+/// A command of the tests' virtual environment (`scripts/ensure-deps
+/// --redis-py` installs redis-py and kubernetes-validate there); None
+/// (after saying why) when it is missing.
+pub fn venv_tool(name: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/venv-redis-py/bin")
+        .join(name);
+    if p.exists() {
+        Some(p)
+    } else {
+        prerequisite_missing(
+            &format!("{name} is not in the tests' virtual environment"),
+            "run scripts/ensure-deps --redis-py",
+        );
+        None
+    }
+}
+
 /// `redis-cli` with these arguments; None (after saying why) when it is
 /// not installed.
 pub fn redis_cli(addr: SocketAddr, resp3: bool, args: &[&str]) -> Option<String> {

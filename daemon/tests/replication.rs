@@ -660,6 +660,111 @@ async fn a_cluster_fails_over_to_the_replica_in_its_map() {
     c.set("after-failback", "1").await.unwrap();
 }
 
+/// READONLY: a replica answers key reads of its primary's slots from its
+/// copy on a connection that asked (binary READONLY, RESP READONLY through
+/// redis-cli), fresh as its copy (no stale cache); writes, short links and
+/// connections that didn't ask are MOVED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readonly_connections_read_the_replicas_copy() {
+    use bytes::Bytes;
+    use rush_client::protocol::cmd::{Get, HGet, Info, LinkResolve, ReadOnly, Set, Ttl};
+    let tmp = tempfile::tempdir().unwrap();
+    let p = primary(&tmp.path().join("primary"), &[]);
+    let c = connect(p.addr).await;
+    c.set_with("k", "v0", HOUR, SetCond::Always).await.unwrap();
+    c.hset("h", [("f", "x")]).await.unwrap();
+    let code = c.shorten("https://example.com/ro").await.unwrap().code;
+    let r = replica(&tmp.path().join("replica"), &p);
+    caught_up(p.addr, r.addr).await;
+
+    let raw = connect_to(&r.addr.to_string()).await;
+    let at = r.addr.to_string();
+    let get = |k: &str| Get {
+        key: Bytes::from(k.to_string()),
+    };
+    let moved = |e: rush_client::ClientError| assert_eq!(e.code(), Some(ErrorCode::Moved), "{e}");
+    moved(raw.call_on(&at, get("k")).await.unwrap_err());
+    assert!(raw.call_on(&at, ReadOnly { on: true }).await.unwrap());
+    for i in 0..3 {
+        let v = raw.call_on(&at, get("k")).await.unwrap();
+        assert_eq!(v.as_deref(), Some(format!("v{i}").as_bytes()), "read {i}");
+        // The next value, once the replica applied it, is what it reads:
+        // nothing it read before is kept past its follower's writes.
+        c.set_with("k", format!("v{}", i + 1), HOUR, SetCond::Always)
+            .await
+            .unwrap();
+        caught_up(p.addr, r.addr).await;
+    }
+    let hv = raw
+        .call_on(
+            &at,
+            HGet {
+                key: Bytes::from_static(b"h"),
+                field: Bytes::from_static(b"f"),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(hv.as_deref(), Some(&b"x"[..]));
+    let ttl = raw
+        .call_on(
+            &at,
+            Ttl {
+                key: Bytes::from_static(b"k"),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(ttl, rush_client::protocol::cmd::TtlReply::Remaining(ms) if ms > 0 && ms <= 3_600_000),
+        "{ttl:?}"
+    );
+    // Writes and short links stay the primary's.
+    moved(
+        raw.call_on(
+            &at,
+            Set {
+                key: Bytes::from_static(b"k"),
+                value: Bytes::from_static(b"no"),
+                ttl_ms: 0,
+                cond: SetCond::Always,
+            },
+        )
+        .await
+        .unwrap_err(),
+    );
+    moved(
+        raw.call_on(&at, LinkResolve { code: code.clone() })
+            .await
+            .unwrap_err(),
+    );
+    assert!(!raw.call_on(&at, ReadOnly { on: false }).await.unwrap());
+    moved(raw.call_on(&at, get("k")).await.unwrap_err());
+
+    // The same through redis-cli on the replica's RESP listener.
+    let info = connect(r.addr).await.call_on(&at, Info {}).await.unwrap();
+    let resp: SocketAddr = info
+        .get("resp_advertise")
+        .expect("a RESP listener")
+        .parse()
+        .unwrap();
+    let Some(out) = common::redis_cli_session(
+        resp,
+        false,
+        false,
+        &[],
+        "GET k\nREADONLY\nGET k\nREADWRITE\nGET k\n",
+    ) else {
+        return;
+    };
+    // (redis-cli puts an empty line after an error.)
+    let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    assert!(lines[0].starts_with("MOVED"), "{out}");
+    assert_eq!(lines[1..3], ["OK", "v3"], "{out}");
+    assert_eq!(lines[3], "OK", "{out}");
+    assert!(lines[4].starts_with("MOVED"), "{out}");
+}
+
 /// `replication.min_acks = 1`: a write is answered only once the replica
 /// holds it, so a failover loses nothing that was acknowledged. Ten times
 /// over (`RUSH_FAILOVERS`, or `scripts/failover-soak`, for more): a fresh

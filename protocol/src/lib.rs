@@ -237,6 +237,8 @@ commands! {
     0x06 "SHARD_BIND" => ShardBind(ShardBind) -> ShardBindReply, idempotent = true;
     /// Generic keys held in the node's slots (Redis's DBSIZE).
     0x07 "DBSIZE" => DbSize(DbSize) -> u64, idempotent = true;
+    /// Let this connection read from a replica (Redis's READONLY).
+    0x08 "READONLY" => ReadOnly(ReadOnly) -> bool, idempotent = true;
 
     // ── generic keys ─────────────────────────────────────────────────────
     0x10 "GET" => Get(Get) -> Option<Bytes>, idempotent = true;

@@ -532,6 +532,11 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("dbsize-request", request(8, DbSize {})),
         ("dbsize-reply", ok_reply::<DbSize>(8, Reply::DbSize(1234))),
+        ("readonly-request", request(9, ReadOnly { on: true })),
+        (
+            "readonly-reply",
+            ok_reply::<ReadOnly>(9, Reply::ReadOnly(true)),
+        ),
         ("shard-bind-request", request(5, ShardBind { shard: 1 })),
         (
             "shard-bind-reply",

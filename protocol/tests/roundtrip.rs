@@ -385,6 +385,7 @@ fn any_request() -> impl Strategy<Value = Request> {
         Just(Shards {}.into()),
         any::<u16>().prop_map(|shard| ShardBind { shard }.into()),
         Just(DbSize {}.into()),
+        any::<bool>().prop_map(|on| ReadOnly { on }.into()),
         links_op(),
         limits_op(),
         catalog_op(),
@@ -843,6 +844,7 @@ fn service_reply() -> impl Strategy<Value = Reply> {
         Just(Reply::Compact(())),
         any::<u64>().prop_map(Reply::ClockAdvance),
         any::<u64>().prop_map(Reply::DbSize),
+        any::<bool>().prop_map(Reply::ReadOnly),
     ];
     prop_oneof![links, limits, catalog, envelopes, shards, plain]
 }

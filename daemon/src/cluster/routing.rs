@@ -161,6 +161,17 @@ impl Routing {
         self.state(slot) == SlotState::Serving
     }
 
+    /// On a replica: whether its copy holds `slot` (the slot is its
+    /// primary's). A lone replica's map names its primary for every slot.
+    pub fn replica_holds(&self, slot: u16) -> bool {
+        let map = self.map();
+        if map.epoch() == 0 {
+            return true;
+        }
+        let owner = map.owner(slot).0;
+        map.map.node(&self.me).and_then(|n| n.replica_of.as_deref()) == Some(owner)
+    }
+
     /// The map in force.
     pub fn map(&self) -> Arc<Map> {
         self.map.read().expect("not poisoned").clone()

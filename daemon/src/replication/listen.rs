@@ -81,6 +81,7 @@ async fn serve_one<S: AsyncRead + AsyncWrite + Unpin>(
     let mut state = ConnState {
         authenticated: !node.auth.required(),
         admin: !node.auth.required(),
+        replica_reads: false,
     };
     let mut buf = BytesMut::with_capacity(16 << 10);
     let mut out = BytesMut::new();

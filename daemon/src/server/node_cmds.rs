@@ -39,6 +39,10 @@ pub fn handle(
         Request::ClusterSlots(_) => Ok(Reply::ClusterSlots(cluster_slots(node))),
         Request::Shards(_) => Ok(Reply::Shards(shards(node))),
         Request::ShardBind(b) => return NodeAnswer::Bind(b.shard as usize),
+        Request::ReadOnly(r) => {
+            state.replica_reads = r.on;
+            Ok(Reply::ReadOnly(r.on))
+        }
         // Reads every key: on a thread of its own ([`spawn`]).
         Request::DbSize(d) => return NodeAnswer::Later(d.into()),
         // Cluster changes wait on storage, shards and peers: a node task.

@@ -47,6 +47,8 @@ pub struct ConnId {
 pub struct ConnState {
     pub authenticated: bool,
     pub admin: bool,
+    /// READONLY: key reads may be answered from a replica's copy.
+    pub replica_reads: bool,
 }
 
 /// An answer that waits for the pass's commit: enough to replace it with

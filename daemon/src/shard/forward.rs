@@ -26,6 +26,8 @@ pub struct Forwarded {
     pub request: Request,
     /// When its frame was read (for the latency metric).
     pub received: Instant,
+    /// Its connection said READONLY.
+    pub replica_read: bool,
 }
 
 /// This pass's requests from one shard to another.

@@ -301,7 +301,13 @@ pub fn create(id: usize, ctx: ShardContext) -> std::io::Result<(ShardHandle, Sha
         crate::config::Commit::Direct => (None, None, None),
     };
     let pending_budget = pending.as_ref().map_or(0, pending::Pending::budget);
-    let row_share = (ctx.config.storage.row_cache_mb << 20) / shards.max(1);
+    // A replica's data is written by its follower, beside the shards: a
+    // row cache would go stale. Its reads (READONLY) go to RocksDB.
+    let row_share = if ctx.standby {
+        0
+    } else {
+        (ctx.config.storage.row_cache_mb << 20) / shards.max(1)
+    };
     let shard = Shard {
         id,
         log,

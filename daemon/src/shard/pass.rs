@@ -61,6 +61,9 @@ pub(crate) struct Work {
     size: usize,
     /// Counted in its connection's in-flight requests (it waited).
     counted: bool,
+    /// Its connection said READONLY: on a replica, a key read of the
+    /// primary's slots runs here ([`replica_readable`]).
+    replica_read: bool,
     received: Instant,
     request: Request,
 }
@@ -269,6 +272,7 @@ impl Shard {
                             slot: Some(f.slot),
                             size: f.size,
                             counted: false,
+                            replica_read: f.replica_read,
                             received: f.received,
                             request: f.request,
                         };

@@ -138,6 +138,7 @@ impl Shard {
         let state = ConnState {
             authenticated: open,
             admin: open,
+            replica_reads: false,
         };
         let mut conn = Conn::new(io, self.io.next_gen, state, now);
         if protocol == crate::resp::Protocol::Resp {

@@ -5,8 +5,22 @@ use super::{Origin, Work};
 use crate::shard::service::Cx;
 use crate::shard::txn::Txn;
 use crate::shard::{encode_answer, Job, Shard};
-use rush_protocol::{Reply, RushError, Target};
+use rush_protocol::{Reply, Request, RushError, Target};
 use std::time::Instant;
+
+/// What a replica answers from its copy (READONLY): key reads. Never
+/// writes, short links (a visit counts), limits or envelopes.
+fn replica_readable(r: &Request) -> bool {
+    matches!(
+        r,
+        Request::Get(_)
+            | Request::Exists(_)
+            | Request::Ttl(_)
+            | Request::HGet(_)
+            | Request::HGetAll(_)
+            | Request::HLen(_)
+    )
+}
 
 impl Shard {
     /// A job from a node task.
@@ -27,6 +41,7 @@ impl Shard {
             slot,
             size: 0,
             counted: false,
+            replica_read: false,
             received: now,
             request: job.request,
         };
@@ -112,7 +127,8 @@ impl Shard {
         if abandoned {
             return self.finish_work(w, Err(RushError::unavailable("gone")), false);
         }
-        let result = match w.slot.map(|s| self.ctx.routing.check(s)) {
+        let routed = w.slot.filter(|_| !self.reads_replica(&w));
+        let result = match routed.map(|s| self.ctx.routing.check(s)) {
             Some(Err(e)) => Err(e),
             _ => {
                 let mut cx = Cx {
@@ -136,6 +152,15 @@ impl Shard {
         }
         let held = txn.has_writes();
         self.finish_work(w, result, held);
+    }
+
+    /// A READONLY connection's key read on a replica, of a slot of its
+    /// primary's: answered from this replica's copy instead of MOVED.
+    fn reads_replica(&self, w: &Work) -> bool {
+        w.replica_read
+            && self.ctx.standby
+            && replica_readable(&w.request)
+            && w.slot.is_some_and(|s| self.ctx.routing.replica_holds(s))
     }
 
     /// Send a request's answer where it came from. `held`: it waits for

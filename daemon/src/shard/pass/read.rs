@@ -372,6 +372,7 @@ impl Shard {
                         slot: Some(slot),
                         size,
                         counted: false,
+                        replica_read: state.replica_reads,
                         received: now,
                         request,
                     };
@@ -389,6 +390,7 @@ impl Shard {
                         size,
                         request,
                         received: now,
+                        replica_read: state.replica_reads,
                     });
                 }
             }
@@ -466,6 +468,15 @@ impl Shard {
         let Some(r) = c.resp.as_deref_mut() else {
             return;
         };
+        // READONLY / READWRITE (answered OK by the decoder): whether key
+        // reads may be answered from a replica's copy.
+        if let [word] = args.as_slice() {
+            if word.eq_ignore_ascii_case(b"readonly") {
+                c.state.replica_reads = true;
+            } else if word.eq_ignore_ascii_case(b"readwrite") {
+                c.state.replica_reads = false;
+            }
+        }
         match r.decode(args, c.state.authenticated, auth_required, now_ms) {
             Decoded::Now(answer) => {
                 r.answer(answer);

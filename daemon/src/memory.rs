@@ -37,10 +37,13 @@ pub enum Part {
     /// it certainly lacks reads nothing (purchase limits' books and orders;
     /// sized by the keys they hold).
     KeyFilters,
+    /// Committed records a primary keeps for its replicas
+    /// (`replication.backlog_mb`; nothing until a replica first copies it).
+    ReplicationBacklog,
 }
 
 impl Part {
-    pub const ALL: [Part; 8] = [
+    pub const ALL: [Part; 9] = [
         Part::BlockCache,
         Part::Memtables,
         Part::RowCache,
@@ -49,6 +52,7 @@ impl Part {
         Part::CatalogFilters,
         Part::HotState,
         Part::KeyFilters,
+        Part::ReplicationBacklog,
     ];
 
     /// Its name in INFO rows and metric labels.
@@ -62,6 +66,7 @@ impl Part {
             Part::CatalogFilters => "catalog_filters",
             Part::HotState => "hot_state",
             Part::KeyFilters => "key_filters",
+            Part::ReplicationBacklog => "replication_backlog",
         }
     }
 
@@ -71,9 +76,16 @@ impl Part {
 }
 
 /// The parts no share of the budget sizes: they grow with the data (the
-/// filters) or with what is in use (hot state). Under a budget, a shard's
-/// row cache yields what they hold.
-pub const UNSIZED: [Part; 3] = [Part::CatalogFilters, Part::HotState, Part::KeyFilters];
+/// filters), with what is in use (hot state) or with the writes replicas
+/// have yet to fetch (the backlog, up to its own setting). Under a budget,
+/// a shard's row cache yields what they hold (down to a quarter of its
+/// share: a backlog larger than the rest goes past the budget).
+pub const UNSIZED: [Part; 4] = [
+    Part::CatalogFilters,
+    Part::HotState,
+    Part::KeyFilters,
+    Part::ReplicationBacklog,
+];
 
 const PARTS: usize = Part::ALL.len();
 
@@ -189,6 +201,7 @@ pub fn report(config: &Config, storage: &Storage, shards: &ShardMemory) -> Repor
                 Commit::Direct => 0,
             }),
             Part::CatalogCache => Some(config.catalog.cache_mb as u64 * MIB),
+            Part::ReplicationBacklog => Some(config.replication.backlog_mb as u64 * MIB),
             Part::CatalogFilters | Part::HotState | Part::KeyFilters => None,
         }
     };

@@ -763,6 +763,27 @@ async fn readonly_connections_read_the_replicas_copy() {
     assert_eq!(lines[1..3], ["OK", "v3"], "{out}");
     assert_eq!(lines[3], "OK", "{out}");
     assert!(lines[4].starts_with("MOVED"), "{out}");
+
+    // The primary's backlog is counted in its memory (published at the
+    // shards' ticks), within its limit.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = c.call_on(&p.addr.to_string(), Info {}).await.unwrap();
+        let n = |row: &str| -> u64 { info.get(row).unwrap_or_default().parse().unwrap_or(0) };
+        let held = n("memory_replication_backlog_bytes");
+        if held > 0 {
+            assert!(
+                held <= n("memory_replication_backlog_limit_bytes"),
+                "{info:?}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the backlog is not counted: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// `replication.min_acks = 1`: a write is answered only once the replica

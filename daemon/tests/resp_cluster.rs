@@ -590,3 +590,106 @@ async fn redis_py_cluster_loses_nothing_while_slots_move() {
         n.stop().await;
     }
 }
+
+/// Reads every key from a cluster whose only primary has a replica, with
+/// `read_from_replicas`: what it reads must be what it wrote (a read the
+/// replica is behind on comes back empty and is tried again).
+const REPLICA_READS_SCRIPT: &str = r#"
+import os, sys, time
+from redis.cluster import RedisCluster
+rc = RedisCluster(host="127.0.0.1", port=int(os.environ["PORT"]), read_from_replicas=True)
+keys = ["rk%d" % i for i in range(200)]
+for k in keys:
+    rc.set(k, k)
+deadline = time.time() + 30
+for _ in range(3):
+    for k in keys:
+        while True:
+            v = rc.get(k)
+            if v == k.encode():
+                break
+            if v is not None:
+                sys.exit("%s read back as %r" % (k, v))
+            if time.time() > deadline:
+                sys.exit("%s never read back" % k)
+            time.sleep(0.01)
+print("ok")
+"#;
+
+/// redis-py's `RedisCluster(read_from_replicas=True)` finds the replica in
+/// CLUSTER SLOTS, sends it READONLY and reads from it: every value read is
+/// the one written, and the replica answered some of the reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_py_reads_from_a_replica() {
+    let Some(python) = venv_python() else {
+        return;
+    };
+    let primary = TestNode::start_with(|c| {
+        c.replication.listen = "127.0.0.1:0".into();
+        c.server.resp_listen = Some("127.0.0.1:0".into());
+    })
+    .await;
+    let follow = primary
+        .running()
+        .replication_addr()
+        .expect("a replication listener")
+        .to_string();
+    let replica = TestNode::start_with(move |c| {
+        c.replication.replica_of = follow;
+        c.server.resp_listen = Some("127.0.0.1:0".into());
+    })
+    .await;
+    let (pid, rid) = (node_id(&primary).await, node_id(&replica).await);
+    let map = ClusterSlotsReply {
+        epoch: 1,
+        nodes: vec![
+            ClusterNode {
+                id: pid.clone(),
+                addr: primary.addr().to_string(),
+                ranges: vec![SlotRange {
+                    start: 0,
+                    end: 16383,
+                }],
+                resp_addr: Some(resp_addr(&primary).to_string()),
+                replica_of: None,
+            },
+            ClusterNode {
+                id: rid,
+                addr: replica.addr().to_string(),
+                ranges: Vec::new(),
+                resp_addr: Some(resp_addr(&replica).to_string()),
+                replica_of: Some(pid),
+            },
+        ],
+    };
+    for n in [&primary, &replica] {
+        n.client
+            .cluster_setmap_on(&n.addr().to_string(), map.clone())
+            .await
+            .unwrap();
+    }
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .args(["-c", REPLICA_READS_SCRIPT])
+            .env("PORT", resp_addr(&primary).port().to_string())
+            .output()
+            .expect("python runs")
+    });
+    let out = out.await.unwrap();
+    assert!(
+        out.status.success(),
+        "redis-py: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = replica.metrics().await;
+    let served: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("rush_requests_total{op=\"GET\",outcome=\"ok\"} ")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0);
+    assert!(served > 0.0, "the replica answered no GET:\n{text}");
+}

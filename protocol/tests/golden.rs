@@ -189,6 +189,8 @@ fn info_reply() -> InfoReply {
         ("memory_catalog_filters_bytes", "1198080"),
         ("memory_hot_state_bytes", "0"),
         ("memory_key_filters_bytes", "2396160"),
+        ("memory_replication_backlog_bytes", "0"),
+        ("memory_replication_backlog_limit_bytes", "67108864"),
     ];
     InfoReply {
         rows: rows

@@ -226,6 +226,10 @@ impl Source {
     }
 
     /// Bytes the backlogs hold.
+    pub fn shard_bytes(&self, shard: usize) -> usize {
+        self.shards[shard].inner.lock().expect("not poisoned").bytes
+    }
+
     pub fn bytes(&self) -> usize {
         self.shards
             .iter()

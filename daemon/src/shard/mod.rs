@@ -218,8 +218,8 @@ pub struct Shard {
     /// Hot storage values (see `rows`); lent to each pass's `Txn`.
     rows: rows::RowCache,
     /// The row cache's share of the node's memory; under a memory budget it
-    /// yields what the shard's filters and hot state hold
-    /// ([`Shard::publish_memory`]).
+    /// yields what the shard's filters, hot state and replication backlog
+    /// hold ([`Shard::publish_memory`]).
     row_share: usize,
     /// The keys a read buffer's frames will read; lent to each pass's `Txn`.
     ahead: txn::ReadAhead,
@@ -689,7 +689,8 @@ impl Shard {
 
     /// What this shard keeps in memory, for INFO and /metrics. Under a
     /// memory budget, the row cache then yields what no share sizes — the
-    /// shard's filters and hot state — down to a quarter of its share.
+    /// shard's filters, hot state and replication backlog — down to a
+    /// quarter of its share.
     fn publish_memory(&mut self) {
         use crate::memory::{Part, Use};
         let mut now = Use::default();
@@ -699,6 +700,10 @@ impl Shard {
         for s in &self.services {
             s.memory(&mut now);
         }
+        now.add(
+            Part::ReplicationBacklog,
+            self.ctx.replication.shard_bytes(self.id),
+        );
         if self.ctx.config.memory.budget_mb > 0 {
             // What the parts no share sizes hold, given up by the row cache.
             let unsized_parts: u64 = crate::memory::UNSIZED.iter().map(|&p| now.get(p)).sum();

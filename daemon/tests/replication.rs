@@ -443,6 +443,17 @@ async fn promoted_after_kill9_of_the_primary_it_takes_over() {
     );
 }
 
+/// A config file in `dir` with `replication.min_acks = 1`: its path.
+fn sync_config(dir: &Path) -> String {
+    let config = dir.join("sync.toml");
+    std::fs::write(
+        &config,
+        "[replication]\nmin_acks = 1\nack_timeout_ms = 2000\n",
+    )
+    .unwrap();
+    config.to_str().unwrap().to_string()
+}
+
 /// A node of a cluster map, by id: a primary owning `ranges`, or a
 /// replica of `replica_of`.
 fn map_node(n: &Node, id: &str, ranges: &[(u16, u16)], replica_of: Option<&str>) -> ClusterNode {
@@ -467,13 +478,7 @@ fn map_node(n: &Node, id: &str, ranges: &[(u16, u16)], replica_of: Option<&str>)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_fails_over_to_the_replica_in_its_map() {
     let tmp = tempfile::tempdir().unwrap();
-    let config = tmp.path().join("sync.toml");
-    std::fs::write(
-        &config,
-        "[replication]\nmin_acks = 1\nack_timeout_ms = 2000\n",
-    )
-    .unwrap();
-    let config = config.to_str().unwrap().to_string();
+    let config = sync_config(tmp.path());
     let adir = tmp.path().join("a");
     let mut a = node(&adir, &["--node-id", "a", "--config", &config]);
     let b = node(&tmp.path().join("b"), &["--node-id", "b"]);
@@ -795,13 +800,7 @@ async fn readonly_connections_read_the_replicas_copy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sync_failovers_lose_no_acknowledged_write() {
     let tmp = tempfile::tempdir().unwrap();
-    let config = tmp.path().join("sync.toml");
-    std::fs::write(
-        &config,
-        "[replication]\nmin_acks = 1\nack_timeout_ms = 2000\n",
-    )
-    .unwrap();
-    let config = config.to_str().unwrap().to_string();
+    let config = sync_config(tmp.path());
     let mut p = node(&tmp.path().join("node-0"), &["--config", &config]);
     // Without a replica, a durable write is refused at once.
     let c = connect(p.addr).await;

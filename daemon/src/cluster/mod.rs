@@ -213,12 +213,7 @@ impl Cluster {
         for (k, _) in storage.meta_scan(keys::meta::CLUSTER_IMPORT.as_bytes())? {
             tracing::info!(record = %String::from_utf8_lossy(&k), "an uncommitted import is on disk (invisible until its source commits or aborts it)");
         }
-        let peers = Peers::new(
-            node_id,
-            peer_token,
-            cfg.peer_ca_file.as_deref(),
-            Duration::from_millis(cfg.peer_timeout_ms),
-        )?;
+        let peers = Peers::of_cluster(node_id, peer_token, &cfg)?;
         Ok(Cluster {
             routing,
             node_id: node_id.to_string(),
@@ -361,12 +356,7 @@ pub async fn catch_up(
     let Some(map) = picked else {
         return Ok(());
     };
-    let peers = Peers::new(
-        node_id,
-        peer_token,
-        cfg.peer_ca_file.as_deref(),
-        Duration::from_millis(cfg.peer_timeout_ms),
-    )?;
+    let peers = Peers::of_cluster(node_id, peer_token, &cfg)?;
     let asks = map
         .nodes
         .iter()

@@ -86,6 +86,20 @@ impl Peers {
         })
     }
 
+    /// As `[cluster]` says: its CA file and peer timeout.
+    pub fn of_cluster(
+        node_id: &str,
+        token: Option<String>,
+        cfg: &super::ClusterConfig,
+    ) -> anyhow::Result<Peers> {
+        Peers::new(
+            node_id,
+            token,
+            cfg.peer_ca_file.as_deref(),
+            Duration::from_millis(cfg.peer_timeout_ms),
+        )
+    }
+
     pub fn timeout(&self) -> Duration {
         self.timeout
     }

@@ -462,10 +462,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn replicas_and_failover() {
-        let map = ClusterSlotsReply {
-            epoch: 3,
+    /// Two primaries: "a" with replicas "a2" and "a3", "b" with "b2".
+    fn with_replicas(epoch: u64) -> ClusterSlotsReply {
+        ClusterSlotsReply {
+            epoch,
             nodes: vec![
                 node("a", &[(0, 8191)]),
                 node("b", &[(8192, 16383)]),
@@ -473,7 +473,12 @@ mod tests {
                 replica("a3", "a"),
                 replica("b2", "b"),
             ],
-        };
+        }
+    }
+
+    #[test]
+    fn replicas_and_failover() {
+        let map = with_replicas(3);
         map.validate().unwrap();
         let ids = |it: &mut dyn Iterator<Item = &ClusterNode>| -> Vec<String> {
             it.map(|n| n.id.clone()).collect()
@@ -496,16 +501,7 @@ mod tests {
         );
         // And back.
         let back = next.with_failover("a", 5).unwrap();
-        assert!(back.same_as(&ClusterSlotsReply {
-            epoch: 5,
-            nodes: vec![
-                node("a", &[(0, 8191)]),
-                node("b", &[(8192, 16383)]),
-                replica("a2", "a"),
-                replica("a3", "a"),
-                replica("b2", "b"),
-            ],
-        }));
+        assert!(back.same_as(&with_replicas(5)));
 
         let err = |m: &ClusterSlotsReply| m.validate().unwrap_err();
         assert!(map

@@ -679,7 +679,7 @@ async fn readonly_connections_read_the_replicas_copy() {
     c.set_with("k", "v0", HOUR, SetCond::Always).await.unwrap();
     c.hset("h", [("f", "x")]).await.unwrap();
     let code = c.shorten("https://example.com/ro").await.unwrap().code;
-    let r = replica(&tmp.path().join("replica"), &p);
+    let mut r = replica(&tmp.path().join("replica"), &p);
     caught_up(p.addr, r.addr).await;
 
     let raw = connect_to(&r.addr.to_string()).await;
@@ -789,6 +789,22 @@ async fn readonly_connections_read_the_replicas_copy() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // A replica that stops fetching is behind by what was written since,
+    // in records and bytes.
+    let info = c.call_on(&p.addr.to_string(), Info {}).await.unwrap();
+    assert_eq!(
+        info.get("replication_replica_lag_bytes"),
+        Some("0"),
+        "{info:?}"
+    );
+    r.kill9();
+    for i in 0..50 {
+        c.set(format!("behind-{i}"), "x".repeat(100)).await.unwrap();
+    }
+    let info = c.call_on(&p.addr.to_string(), Info {}).await.unwrap();
+    let n = |row: &str| -> u64 { info.get(row).unwrap_or_default().parse().unwrap_or(0) };
+    assert!(n("replication_replica_lag_records") > 0, "{info:?}");
+    assert!(n("replication_replica_lag_bytes") >= 50 * 100, "{info:?}");
 }
 
 /// `replication.min_acks = 1`: a write is answered only once the replica

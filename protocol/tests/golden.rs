@@ -174,6 +174,7 @@ fn info_reply() -> InfoReply {
         ("replication_backlog_bytes", "0"),
         ("replication_replica_lag_records", ""),
         ("replication_replica_last_fetch_seconds", "never"),
+        ("replication_replica_lag_bytes", ""),
         ("rss_bytes", "536870912"),
         ("memory_budget_bytes", "1073741824"),
         ("memory_block_cache_bytes", "104857600"),

@@ -89,6 +89,7 @@ pub struct Metrics {
     pub replication_acks_required: IntGauge,
     pub replication_replica_connected: IntGauge,
     pub replication_lag_records: IntGauge,
+    pub replication_replica_lag_bytes: IntGauge,
     pub replication_lag_seconds: prometheus::Gauge,
     pub row_cache_hits: IntCounter,
     pub row_cache_misses: IntCounter,
@@ -437,6 +438,14 @@ impl Metrics {
                 IntGauge::new(
                     "replication_replica_connected",
                     "On a primary: 1 when a replica fetched within the last 6 s",
+                )
+                .expect("valid"),
+            ),
+            replication_replica_lag_bytes: reg(
+                &r,
+                IntGauge::new(
+                    "replication_replica_lag_bytes",
+                    "On a primary: bytes of committed records its replica had not fetched at its last fetch",
                 )
                 .expect("valid"),
             ),

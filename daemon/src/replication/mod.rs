@@ -264,6 +264,7 @@ impl Replication {
                 m.replication_lag_seconds
                     .set(s.behind_since.map_or(0.0, |t| t.elapsed().as_secs_f64()));
                 m.replication_replica_connected.set(0);
+                m.replication_replica_lag_bytes.set(0);
             }
             None => {
                 m.replication_acks_required
@@ -274,7 +275,7 @@ impl Replication {
                     .is_some_and(|l| l.at.elapsed() < source::REPLICA_GONE_AFTER);
                 m.replication_replica_connected.set(i64::from(connected));
                 let heads = self.source.heads();
-                let lag = last.map_or(0, |l| {
+                let lag = last.as_ref().map_or(0, |l| {
                     heads
                         .iter()
                         .zip(&l.positions)
@@ -283,6 +284,8 @@ impl Replication {
                 });
                 m.replication_lag_records.set(lag as i64);
                 m.replication_lag_seconds.set(0.0);
+                let bytes = last.map_or(0, |l| self.source.bytes_after(&l.positions));
+                m.replication_replica_lag_bytes.set(bytes as i64);
             }
         }
     }
@@ -345,10 +348,16 @@ impl Replication {
                 ),
                 (
                     "replication_replica_last_fetch_seconds",
-                    last.map_or_else(
+                    last.as_ref().map_or_else(
                         || "never".into(),
                         |l| l.at.elapsed().as_secs_f64().to_string(),
                     ),
+                ),
+                (
+                    "replication_replica_lag_bytes",
+                    last.map_or_else(String::new, |l| {
+                        self.source.bytes_after(&l.positions).to_string()
+                    }),
                 ),
             ]);
             if let Some(at) = self.promoted_at {

@@ -226,6 +226,24 @@ impl Source {
     }
 
     /// Bytes the backlogs hold.
+    /// The bytes of the records after `positions` the backlogs hold: how
+    /// far behind a replica at those positions is.
+    pub fn bytes_after(&self, positions: &[u64]) -> u64 {
+        self.shards
+            .iter()
+            .zip(positions)
+            .map(|(s, &pos)| {
+                let b = s.inner.lock().expect("not poisoned");
+                b.records
+                    .iter()
+                    .rev()
+                    .take_while(|(seq, _)| *seq > pos)
+                    .map(|(_, r)| r.len() as u64)
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
     pub fn shard_bytes(&self, shard: usize) -> usize {
         self.shards[shard].inner.lock().expect("not poisoned").bytes
     }

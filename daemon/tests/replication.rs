@@ -628,18 +628,37 @@ async fn a_cluster_fails_over_to_the_replica_in_its_map() {
         Some(&b"1"[..])
     );
 
-    // And back: a is promoted; a2, running, takes the map that makes it a's
-    // replica, restarts in place and follows a.
-    let back = c
-        .cluster_failover("a", Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert_eq!(back.map.epoch, 4);
+    // And back, with the `rush` CLI: a is promoted; a2, running, takes the
+    // map that makes it a's replica, restarts in place and follows a.
+    let rush = Path::new(env!("CARGO_BIN_EXE_rushd")).with_file_name("rush");
+    if !rush.exists() {
+        common::prerequisite_missing(
+            &format!("{} is not built", rush.display()),
+            "build the workspace (cargo test --workspace, or cargo build -p rush-client)",
+        );
+        return;
+    }
+    let b_addr = b.addr.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(rush)
+            .args(["--addr", &b_addr, "--json", "cluster", "failover", "a"])
+            .output()
+            .expect("rush runs")
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        back.nodes.iter().all(|(_, r)| r.is_ok()),
-        "{:?}",
-        back.nodes
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let back: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(back["epoch"], 4, "{back}");
+    assert_eq!(back["promoted"], true, "{back}");
+    let nodes = back["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3, "{back}");
+    assert!(nodes.iter().all(|n| n["epoch"] == 4), "{back}");
     let deadline = Instant::now() + Duration::from_secs(30);
     let r = loop {
         let r = status(a2.addr).await;

@@ -315,7 +315,8 @@ async fn redis_cli_runs_the_node_commands_in_resp2_and_resp3() {
 /// elsewhere, which the map carries.
 async fn three_nodes() -> (Vec<TestNode>, ClusterSlotsReply) {
     // The first two on fixed ports, their RESP listeners where the default
-    // puts them (protocol port + 2, reserved with it); the third's set.
+    // puts them (protocol port + 2, reserved with it); the third's set
+    // elsewhere.
     let default_at = |base: u16| {
         move |c: &mut rush_daemon::Config| {
             c.server.listen = format!("127.0.0.1:{base}");
@@ -325,7 +326,9 @@ async fn three_nodes() -> (Vec<TestNode>, ClusterSlotsReply) {
     let nodes = vec![
         TestNode::start_with(default_at(common::fixed_ports(3))).await,
         TestNode::start_with(default_at(common::fixed_ports(3))).await,
-        TestNode::start_with(|c| c.server.resp_listen = Some("127.0.0.1:0".into())).await,
+        // A fixed port, below the ephemeral range: never where the default
+        // would put it (a port 0 landed on the protocol port + 2 once).
+        TestNode::start_with(|c| c.server.resp_listen = Some(common::fixed_listen_addr())).await,
     ];
     let addrs: Vec<String> = nodes.iter().map(|n| n.addr().to_string()).collect();
     let map = rush_client::cluster::create(&addrs, false, Default::default())

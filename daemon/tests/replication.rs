@@ -516,6 +516,22 @@ async fn a_cluster_fails_over_to_the_replica_in_its_map() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::BadRequest), "{e}");
+    // Any node refuses a map whose replica follows a node not in it, or a
+    // replica; each keeps the map it runs.
+    for bad_primary in ["zz", "a2"] {
+        let mut bad = map.clone();
+        bad.epoch = 2;
+        bad.nodes[2].replica_of = Some(bad_primary.into());
+        for n in [&a, &b, &a2] {
+            let e = c
+                .cluster_setmap_on(&n.addr.to_string(), bad.clone())
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), Some(ErrorCode::BadRequest), "{bad_primary}: {e}");
+            let now = connect(n.addr).await.cluster_slots().await.unwrap();
+            assert!(now.same_as(&map), "{bad_primary}: {now:?}");
+        }
+    }
 
     // Keys of one slot of b's, moved to a afterwards, while a2 follows.
     caught_up(a.addr, a2.addr).await;

@@ -60,9 +60,10 @@ pub struct ReplicationConfig {
     /// shards (`listen`).
     pub listen: String,
     /// `host:port` of the primary's replication listener this node
-    /// follows; empty: this node is a primary. Ignored once the node was
-    /// promoted (it stays a primary; start it on an empty data directory to
-    /// follow again).
+    /// follows; empty: this node is a primary, unless the cluster map names
+    /// it a replica ([`standby_of`]). Ignored once the node was promoted (it
+    /// stays a primary until a newer map names it a replica, or it starts
+    /// on an empty data directory).
     pub replica_of: String,
     /// MiB of committed records a primary keeps for its replicas to fetch
     /// (split over the shards; oldest dropped first). A replica that falls

@@ -208,3 +208,51 @@ impl Wire for ClusterSlotsReply {
         Ok(ClusterSlotsReply { epoch, nodes })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::WriteExt;
+
+    #[test]
+    fn replica_lists_of_another_length_are_refused() {
+        let map = ClusterSlotsReply {
+            epoch: 1,
+            nodes: vec![
+                ClusterNode {
+                    id: "a".into(),
+                    addr: "h:1".into(),
+                    ranges: vec![SlotRange {
+                        start: 0,
+                        end: 16383,
+                    }],
+                    resp_addr: None,
+                    replica_of: None,
+                },
+                ClusterNode {
+                    id: "b".into(),
+                    addr: "h:2".into(),
+                    ranges: Vec::new(),
+                    resp_addr: None,
+                    replica_of: Some("a".into()),
+                },
+            ],
+        };
+        let whole = map.to_bytes();
+        assert_eq!(ClusterSlotsReply::decode_body(whole.clone()).unwrap(), map);
+        // The same map with one primary id for its two nodes.
+        let mut short = BytesMut::new();
+        short.put_u64(1);
+        short.put_count(2);
+        for n in &map.nodes {
+            n.encode(&mut short);
+        }
+        short.put_count(2);
+        short.put_lp(b"");
+        short.put_lp(b"");
+        short.put_count(1);
+        short.put_lp(b"");
+        let e = ClusterSlotsReply::decode_body(short.freeze()).unwrap_err();
+        assert!(e.to_string().contains("1 primaries for 2 nodes"), "{e}");
+    }
+}

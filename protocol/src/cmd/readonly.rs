@@ -29,3 +29,23 @@ impl Wire for ReadOnly {
         Ok(ReadOnly { on: r.bool("on")? })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn only_a_bool_byte_reads() {
+        assert_eq!(
+            ReadOnly::decode_body(Bytes::from_static(&[1])).unwrap(),
+            ReadOnly { on: true }
+        );
+        for bad in [&[2u8][..], &[], &[0, 0]] {
+            assert!(
+                ReadOnly::decode_body(Bytes::copy_from_slice(bad)).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+}

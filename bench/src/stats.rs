@@ -235,8 +235,8 @@ pub struct RunReport {
     /// run, anything else its value at the end. Empty when the run had no `/metrics` to read.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub server_metrics: BTreeMap<String, f64>,
-    /// CPU seconds the server process used during the measured run (when
-    /// its pid was known: the suite's own servers).
+    /// CPU seconds the server process and its forked children used during
+    /// the measured run (when its pid was known: the suite's own servers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu_secs: Option<f64>,
     /// CPU seconds the bench client used during the measured run.

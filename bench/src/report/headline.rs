@@ -118,7 +118,9 @@ pub(super) fn cpu_section(s: &mut String, m: &Matrix) {
     let _ = writeln!(
         s,
         "CPU time (user + system) of the server process, and of the bench client, over the \
-         measured run, divided by the operations answered. On two shared cores a side that \
+         measured run, divided by the operations answered. A server's time includes the \
+         processes it forks (Redis rewrites its AOF in a child, as rushd compacts on its own \
+         threads). On two shared cores a side that \
          needs more CPU per operation is slower no matter how the cores are shared; the \
          client column is the same harness driving each server.\n"
     );

@@ -30,7 +30,7 @@ pub(super) fn section(s: &mut String, results: &SuiteResults) {
          against each Redis: a fresh server each, one at a time, the same command line for \
          every server — `redis-benchmark -t TEST -P PIPELINE -c {} -n {} -r {} -d {} --csv`, \
          one run per test so that each row has the server's own CPU time (user + system, \
-         from `/proc/PID/stat` before and after the run) divided by the requests. SET and GET \
+         its forked children's included, from `/proc/PID/stat` before and after the run) divided by the requests. SET and GET \
          use `key:__rand_int__`, INCR `counter:__rand_int__`, HSET field \
          `element:__rand_int__` of the one key `myhash`, with `-r {}` (at most the 10,000 \
          fields a Rush hash may hold; Rush stores each field on its own, so an HSET writes its \

@@ -277,7 +277,7 @@ pub struct RedisBenchmarkRow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_ms: Option<f64>,
     /// CPU seconds (user + system, from /proc/PID/stat) the server process
-    /// used while redis-benchmark ran the test.
+    /// and its forked children used while redis-benchmark ran the test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu_secs: Option<f64>,
 }

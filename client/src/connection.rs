@@ -2,17 +2,17 @@
 //! request id in whatever order they arrive.
 
 use crate::error::ClientError;
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use rush_protocol::frame::{self, Frame, Header};
 use rush_protocol::limits::MAX_FRAME_CEILING;
 use rush_protocol::{Command, RushError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch, Notify};
 
 /// TLS settings for a connection: the verifier (trusted roots) and the name
 /// the server's certificate must carry.
@@ -56,15 +56,41 @@ impl Tls {
     }
 }
 
-type Pending = Mutex<HashMap<u64, oneshot::Sender<Result<Frame, ClientError>>>>;
+/// A call waiting for its answer.
+struct Waiter {
+    tx: oneshot::Sender<Result<Frame, ClientError>>,
+    /// When the call gives up, in nanoseconds since [`Inner::epoch`].
+    deadline: u64,
+    timeout: Duration,
+}
+
+type Pending = Mutex<HashMap<u64, Waiter>>;
 
 struct Inner {
-    tx: mpsc::UnboundedSender<Bytes>,
+    /// Frames callers have encoded for the write task, which takes them all
+    /// at once: no allocation or channel message per request.
+    out: Mutex<BytesMut>,
+    /// Wakes the write task when `out` stops being empty.
+    out_ready: Notify,
     pending: Pending,
     next_id: AtomicU64,
     closed: AtomicBool,
     /// Why the connection closed, for calls that find it closed.
     close_reason: Mutex<Option<ClientError>>,
+    /// Calls' deadlines are measured from here.
+    epoch: Instant,
+    /// When the timeout task next looks at the pending calls (nanoseconds
+    /// since `epoch`; `u64::MAX` while none is pending). Written under the
+    /// `pending` lock.
+    sweep_at: AtomicU64,
+    /// Wakes the timeout task for a call due before `sweep_at`.
+    sweep_now: Notify,
+}
+
+impl Inner {
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
 }
 
 /// A cheap-to-clone handle to one TCP connection. The socket closes when the
@@ -120,17 +146,26 @@ impl Connection {
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let (tx, rx) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
-            tx,
+            out: Mutex::new(BytesMut::with_capacity(WRITE_BUFFER)),
+            out_ready: Notify::new(),
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
             close_reason: Mutex::new(None),
+            epoch: Instant::now(),
+            sweep_at: AtomicU64::new(u64::MAX),
+            sweep_now: Notify::new(),
         });
         let (open, handles) = watch::channel(());
-        tokio::spawn(write_loop(wr, rx, inner.clone(), handles.clone()));
-        tokio::spawn(read_loop(rd, addr.to_string(), inner.clone(), handles));
+        tokio::spawn(write_loop(wr, inner.clone(), handles.clone()));
+        tokio::spawn(read_loop(
+            rd,
+            addr.to_string(),
+            inner.clone(),
+            handles.clone(),
+        ));
+        tokio::spawn(timeout_loop(inner.clone(), handles));
         Connection {
             inner,
             _open: Arc::new(open),
@@ -141,18 +176,53 @@ impl Connection {
         self.inner.closed.load(Ordering::SeqCst)
     }
 
-    /// Send one request and wait for its answer.
+    /// Send one request and wait for its answer, at most `timeout`.
     pub async fn call<C: Command>(
         &self,
         cmd: &C,
         timeout: Duration,
     ) -> Result<C::Reply, ClientError> {
-        let mut buf = BytesMut::new();
-        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        frame::encode(&mut buf, Header::request(C::OPCODE.as_u8(), id), |b| {
-            cmd.encode(b)
-        });
-        let frame = self.round_trip(id, buf.freeze(), timeout).await?;
+        let inner = &*self.inner;
+        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let deadline = inner
+            .nanos(Instant::now())
+            .saturating_add(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX));
+        inner.pending.lock().expect("not poisoned").insert(
+            id,
+            Waiter {
+                tx,
+                deadline,
+                timeout,
+            },
+        );
+        // `close` marks the connection closed before it fails the pending
+        // calls: a call it missed sees the mark here.
+        if self.is_closed() {
+            inner.pending.lock().expect("not poisoned").remove(&id);
+            return Err(self.close_error());
+        }
+        {
+            let mut out = inner.out.lock().expect("not poisoned");
+            let was_empty = out.is_empty();
+            frame::encode(&mut out, Header::request(C::OPCODE.as_u8(), id), |b| {
+                cmd.encode(b)
+            });
+            drop(out);
+            if was_empty {
+                inner.out_ready.notify_one();
+            }
+        }
+        // The timeout task sleeps until the earliest deadline it knows of;
+        // wake it only for one before that (with one timeout for every call,
+        // never while calls are in flight).
+        if deadline < inner.sweep_at.load(Ordering::Acquire) {
+            inner.sweep_now.notify_one();
+        }
+        let frame = match rx.await {
+            Ok(r) => r?,
+            Err(_) => return Err(self.close_error()),
+        };
         match frame::decode_response::<C::Reply>(frame.body) {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) => Err(ClientError::Server(e)),
@@ -160,32 +230,6 @@ impl Connection {
                 "{} answer: {e}",
                 C::OPCODE.name()
             ))),
-        }
-    }
-
-    async fn round_trip(
-        &self,
-        id: u64,
-        bytes: Bytes,
-        timeout: Duration,
-    ) -> Result<Frame, ClientError> {
-        let (tx, rx) = oneshot::channel();
-        self.inner
-            .pending
-            .lock()
-            .expect("not poisoned")
-            .insert(id, tx);
-        if self.is_closed() || self.inner.tx.send(bytes).is_err() {
-            self.inner.pending.lock().expect("not poisoned").remove(&id);
-            return Err(self.close_error());
-        }
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(self.close_error()),
-            Err(_) => {
-                self.inner.pending.lock().expect("not poisoned").remove(&id);
-                Err(ClientError::Timeout(timeout))
-            }
         }
     }
 
@@ -198,6 +242,10 @@ impl Connection {
             .unwrap_or_else(|| ClientError::ConnectionLost("connection closed".into()))
     }
 }
+
+/// The write buffer's starting size, and the most it keeps between writes.
+const WRITE_BUFFER: usize = 64 * 1024;
+const WRITE_BUFFER_KEPT: usize = 1 << 20;
 
 fn close(inner: &Inner, reason: ClientError) {
     {
@@ -219,42 +267,82 @@ fn close(inner: &Inner, reason: ClientError) {
         .expect("not poisoned")
         .clone()
         .unwrap_or(reason);
-    for (_, tx) in pending {
-        let _ = tx.send(Err(reason.clone()));
+    for (_, w) in pending {
+        let _ = w.tx.send(Err(reason.clone()));
     }
 }
 
+/// Write what callers have encoded, all of it in one write each time.
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut wr: W,
-    mut rx: mpsc::UnboundedReceiver<Bytes>,
     inner: Arc<Inner>,
     mut handles: watch::Receiver<()>,
 ) {
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut buf = BytesMut::with_capacity(WRITE_BUFFER);
     loop {
-        let first = tokio::select! {
-            m = rx.recv() => match m {
-                Some(m) => m,
-                None => return,
-            },
+        tokio::select! {
+            _ = inner.out_ready.notified() => {}
             // Every handle is gone: nobody can send or wait any more.
             _ = handles.changed() => {
                 let _ = wr.shutdown().await;
                 return;
             }
-        };
-        buf.extend_from_slice(&first);
-        while buf.len() < 256 * 1024 {
-            match rx.try_recv() {
-                Ok(b) => buf.extend_from_slice(&b),
-                Err(_) => break,
-            }
+        }
+        // Callers go on encoding into the buffer this one wrote last time.
+        std::mem::swap(&mut *inner.out.lock().expect("not poisoned"), &mut buf);
+        if buf.is_empty() {
+            continue;
         }
         if let Err(e) = wr.write_all(&buf).await {
             close(&inner, ClientError::ConnectionLost(format!("write: {e}")));
             return;
         }
         buf.clear();
+        if buf.capacity() > WRITE_BUFFER_KEPT {
+            buf = BytesMut::with_capacity(WRITE_BUFFER);
+        }
+    }
+}
+
+/// Fail the calls whose time is up. One task per connection instead of a
+/// timer per call: it sleeps until the earliest deadline pending, so with
+/// calls answered in time it wakes about once per timeout.
+async fn timeout_loop(inner: Arc<Inner>, mut handles: watch::Receiver<()>) {
+    loop {
+        let now = inner.nanos(Instant::now());
+        let (expired, next) = {
+            let mut pending = inner.pending.lock().expect("not poisoned");
+            let expired: Vec<Waiter> = pending
+                .extract_if(|_, w| w.deadline <= now)
+                .map(|(_, w)| w)
+                .collect();
+            let next = pending.values().map(|w| w.deadline).min();
+            // Under the lock, so that a call registered after it reads this.
+            inner
+                .sweep_at
+                .store(next.unwrap_or(u64::MAX), Ordering::Release);
+            (expired, next)
+        };
+        for w in expired {
+            let _ = w.tx.send(Err(ClientError::Timeout(w.timeout)));
+        }
+        let due = async {
+            match next {
+                Some(at) => {
+                    let at = inner
+                        .epoch
+                        .checked_add(Duration::from_nanos(at))
+                        .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+                    tokio::time::sleep_until(at.into()).await
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = due => {}
+            _ = inner.sweep_now.notified() => {}
+            _ = handles.changed() => return,
+        }
     }
 }
 
@@ -330,8 +418,8 @@ fn deliver(inner: &Inner, f: Frame) {
     let id = f.header.request_id;
     let waiter = inner.pending.lock().expect("not poisoned").remove(&id);
     match waiter {
-        Some(tx) => {
-            let _ = tx.send(Ok(f));
+        Some(w) => {
+            let _ = w.tx.send(Ok(f));
         }
         // Request id 0 is the server speaking about the connection itself
         // (too many connections, a frame it refused): remember why.
@@ -386,6 +474,70 @@ mod tests {
             Err(e) => panic!("not a connect error: {e}"),
             Ok(_) => panic!("connected"),
         }
+    }
+
+    /// A listener that reads whatever it is sent and never answers.
+    async fn silent() -> String {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    let mut sink = [0u8; 4096];
+                    while matches!(s.read(&mut sink).await, Ok(n) if n > 0) {}
+                });
+            }
+        });
+        addr
+    }
+
+    /// Calls that get no answer fail with their own timeout, each when it
+    /// is due: a short one behind a long one is not held to the long one's.
+    #[tokio::test]
+    async fn unanswered_calls_time_out_each_on_time() {
+        // A timeout that never fires must fail the test, not hang it.
+        tokio::time::timeout(Duration::from_secs(20), calls_time_out())
+            .await
+            .expect("the calls timed out within 20 s");
+    }
+
+    async fn calls_time_out() {
+        let conn = Connection::connect(&silent().await, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let long = tokio::spawn({
+            let conn = conn.clone();
+            async move {
+                conn.call(&rush_protocol::cmd::Ping::default(), Duration::from_secs(3))
+                    .await
+            }
+        });
+        // Let the long call be the deadline the timeout task sleeps for.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for short in [150, 100] {
+            let short = Duration::from_millis(short);
+            let started = Instant::now();
+            let r = conn.call(&rush_protocol::cmd::Ping::default(), short).await;
+            let took = started.elapsed();
+            assert!(
+                matches!(r, Err(ClientError::Timeout(t)) if t == short),
+                "{r:?}"
+            );
+            assert!(took >= short, "gave up early: {took:?}");
+            assert!(
+                took < Duration::from_secs(2),
+                "held to the long call's deadline: {took:?}"
+            );
+        }
+        let started = Instant::now();
+        let r = long.await.unwrap();
+        assert!(
+            matches!(r, Err(ClientError::Timeout(t)) if t == Duration::from_secs(3)),
+            "{r:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(4));
+        // Nothing is left waiting.
+        assert!(conn.inner.pending.lock().unwrap().is_empty());
     }
 
     #[tokio::test]

@@ -2,8 +2,10 @@
 # A/B of server builds or settings in the pinned layout: each server alone on
 # the first CPU (taskset), rush-bench alone on the second, a fresh server and
 # data directory per run, the sides alternating round by round. Prints one
-# line per run: server CPU µs per operation (the deciding figure),
-# throughput and p99 latency, then the means of each side.
+# line per run: server CPU µs per operation (the deciding figure; in
+# brackets the part of it that was background work: rushd's RocksDB
+# flushes and compactions, Redis's AOF rewrites), throughput and p99
+# latency, then the means of each side.
 #
 #   bench/ab.sh [--rounds N] [--duration S] [--keys N] [--pipeline P]
 #               [--connections C] [--preload] [--after W] WORKLOAD SIDE [SIDE...]
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
         --connections) connections=$2; shift ;;
         --preload) preload=(--preload) ;;
         --after) after=$2; shift ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         -*) echo "ab.sh: unknown option $1" >&2; exit 2 ;;
         *) break ;;
     esac
@@ -108,11 +110,13 @@ for round in $(seq "$rounds"); do
             --connections "$connections" --pipeline "$pipeline" --duration "$duration" \
             --keys "$keys" --threads 1 --quiet "${preload[@]}" --json "$work/run.json" >/dev/null
         kill -9 "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; server=""
-        read -r cpu ops p99 < <(python3 -c '
+        read -r cpu ops p99 bg < <(python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(r["server_cpu_secs"] * 1e6 / r["ok"], r["throughput"], r["latency"]["p99_us"] / 1000)' "$work/run.json")
-        printf 'round %d  %-50s %7.2f µs/op %10.0f /s  p99 %6.2f ms\n' "$round" "$side" "$cpu" "$ops" "$p99"
+print(r["server_cpu_secs"] * 1e6 / r["ok"], r["throughput"], r["latency"]["p99_us"] / 1000,
+      r.get("server_background_secs", 0) * 1e6 / r["ok"])' "$work/run.json")
+        printf 'round %d  %-50s %7.2f µs/op (background %5.2f) %10.0f /s  p99 %6.2f ms\n' \
+            "$round" "$side" "$cpu" "$bg" "$ops" "$p99"
         cpu_sum[$i]=$(python3 -c "print(${cpu_sum[$i]:-0} + $cpu)")
         ops_sum[$i]=$(python3 -c "print(${ops_sum[$i]:-0} + $ops)")
     done

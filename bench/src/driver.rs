@@ -199,6 +199,7 @@ pub async fn run<W: Workload>(opts: RunOptions) -> anyhow::Result<RunReport> {
         latency: Latency::from_histogram(&total.hist),
         server_metrics,
         server_cpu_secs: m.server_cpu_secs,
+        server_background_secs: m.server_background_secs,
         client_cpu_secs: m.client_cpu_secs,
     })
 }
@@ -298,6 +299,7 @@ struct Measured {
     /// From the schedule's start to the last answer.
     elapsed_secs: f64,
     server_cpu_secs: Option<f64>,
+    server_background_secs: Option<f64>,
     client_cpu_secs: Option<f64>,
 }
 
@@ -329,6 +331,7 @@ async fn measure<W: Workload>(
 
     let schedule = Arc::new(Schedule::new(opts.rate, opts.stop));
     let cpu_from = (cpu::process(opts.server_pid), cpu::this_process());
+    let background_from = cpu::background(opts.server_pid);
     let (done_tx, done_rx) = tokio::sync::watch::channel(false);
     let progress = opts.progress.then(|| {
         tokio::spawn(progress::progress_loop(
@@ -352,6 +355,7 @@ async fn measure<W: Workload>(
         t.await.context("a connection task panicked")?;
     }
     let cpu_to = (cpu::process(opts.server_pid), cpu::this_process());
+    let background_to = cpu::background(opts.server_pid);
     let _ = done_tx.send(true);
     if let Some(p) = progress {
         let _ = p.await;
@@ -372,6 +376,7 @@ async fn measure<W: Workload>(
         total,
         elapsed_secs: last.duration_since(schedule.t0).as_secs_f64().max(1e-9),
         server_cpu_secs: spent(cpu_from.0, cpu_to.0),
+        server_background_secs: spent(background_from, background_to),
         client_cpu_secs: spent(cpu_from.1, cpu_to.1),
     })
 }

@@ -231,6 +231,37 @@ pub(crate) mod tests {
             .all(|r| r["layout"] == "shared"));
     }
 
+    /// Runs that measured background work get a column for it, under the
+    /// server's time; results without it keep the two columns.
+    #[test]
+    fn the_cpu_table_shows_background_work_when_it_was_measured() {
+        let (_, md) = render(&results_json(shared_runs(None), None));
+        assert!(
+            md.contains("| Workload | Rush server µs/op | client µs/op |"),
+            "{md}"
+        );
+        assert!(!md.contains("of it background"), "{md}");
+
+        let mut runs = shared_runs(None);
+        runs[0]["report"]["server_background_secs"] = json!(0.6);
+        runs[1]["report"]["server_background_secs"] = json!(0.0);
+        let (_, md) = render(&results_json(runs, None));
+        assert!(
+            md.contains(
+                "| Workload | Rush server µs/op | of it background | client µs/op | \
+                 Redis (AOF everysec) server µs/op | of it background | client µs/op |"
+            ),
+            "{md}"
+        );
+        // 1.5 s of server CPU, 0.6 s of it background, 2 s of client CPU,
+        // over 300,000 requests (Rush) and 150,000 (Redis everysec).
+        assert!(
+            md.contains("| kv-set | 5.0 | 2.0 | 6.7 | 10.0 | 0.0 | 13.3 | 20.0 | – | 26.7 |"),
+            "{md}"
+        );
+        assert!(md.contains("*Of it background*: the server's time"), "{md}");
+    }
+
     /// A run's histograms say how many passes, commits and write-back
     /// waits were over 250 ms; a run with none is left out, and results
     /// without the series say so.

@@ -239,6 +239,11 @@ pub struct RunReport {
     /// the measured run (when its pid was known: the suite's own servers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu_secs: Option<f64>,
+    /// The part of `server_cpu_secs` that was background work: rushd's
+    /// RocksDB threads (flushes, compactions), Redis's forked children
+    /// (AOF rewrites); see `driver::cpu::background`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_background_secs: Option<f64>,
     /// CPU seconds the bench client used during the measured run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu_secs: Option<f64>,
@@ -248,6 +253,13 @@ impl RunReport {
     /// Server CPU microseconds per answered operation.
     pub fn server_cpu_us_per_op(&self) -> Option<f64> {
         let cpu = self.server_cpu_secs?;
+        (self.ok > 0).then(|| cpu * 1e6 / self.ok as f64)
+    }
+
+    /// Background server CPU (`server_background_secs`) microseconds per
+    /// answered operation.
+    pub fn server_background_us_per_op(&self) -> Option<f64> {
+        let cpu = self.server_background_secs?;
         (self.ok > 0).then(|| cpu * 1e6 / self.ok as f64)
     }
 

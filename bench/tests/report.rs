@@ -48,6 +48,7 @@ fn run(server: ServerKind, workload: &str, throughput: f64, rate: Option<f64>) -
             },
             server_metrics: BTreeMap::new(),
             server_cpu_secs: Some(1.5),
+            server_background_secs: None,
             client_cpu_secs: Some(2.0),
         },
         variant: None,

@@ -80,9 +80,50 @@ pub fn process(pid: Option<u32>) -> Option<f64> {
         }
         before = after;
     }
+    Some(ticks as f64 / clock_ticks())
+}
+
+/// Names of a server's threads whose time is background work: RocksDB's
+/// flushes and compactions (`rocksdb:low`, `rocksdb:high`, …).
+const BACKGROUND_THREADS: &str = "rocksdb:";
+
+/// The part of [`process`] that is background work, not requests: the
+/// server's RocksDB threads (rushd's flushes and compactions) and the
+/// processes it forks (Redis's AOF rewrites). A row whose server time is
+/// mostly this paid for earlier writes (the suite's runs share one server:
+/// bench/results/NOTES.md).
+pub fn background(pid: Option<u32>) -> Option<f64> {
+    let pid = pid?;
+    let ticks =
+        background_threads(pid)? + read(pid)?.reaped + running_descendants(pid, &every_process());
+    Some(ticks as f64 / clock_ticks())
+}
+
+/// Ticks of `pid`'s threads named [`BACKGROUND_THREADS`].
+fn background_threads(pid: u32) -> Option<u64> {
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let ticks = threads
+        .filter_map(|t| {
+            let tid = t.ok()?.file_name();
+            let stat =
+                std::fs::read_to_string(format!("/proc/{pid}/task/{}/stat", tid.to_str()?)).ok()?;
+            let name = stat.split_once('(')?.1.rsplit_once(')')?.0;
+            name.starts_with(BACKGROUND_THREADS)
+                .then(|| parse(&stat).map(|s| s.own))
+                .flatten()
+        })
+        .sum();
+    Some(ticks)
+}
+
+fn clock_ticks() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    Some(ticks as f64 / if hz > 0 { hz as f64 } else { 100.0 })
+    if hz > 0 {
+        hz as f64
+    } else {
+        100.0
+    }
 }
 
 /// This process's CPU time so far (the bench client).
@@ -107,6 +148,59 @@ mod tests {
         assert!(me >= 0.0);
         assert!(super::this_process().expect("rusage") >= 0.0);
         assert!(super::process(None).is_none());
+    }
+
+    /// Time on a thread named as RocksDB names its background threads is
+    /// background; time on other threads is not. (Forked children are
+    /// background too: [`background`] adds them as [`process`] does, which
+    /// the test above covers; other tests' children would blur this one.)
+    #[test]
+    fn counts_threads_named_rocksdb_as_background() {
+        let pid = std::process::id();
+        let me =
+            || super::background_threads(pid).expect("own threads") as f64 / super::clock_ticks();
+        let burn = |secs: f64| {
+            let until = std::time::Instant::now() + Duration::from_secs_f64(secs);
+            let mut x = 0u64;
+            while std::time::Instant::now() < until {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        };
+        let before = me();
+        std::thread::Builder::new()
+            .name("rush-test-busy".into())
+            .spawn(move || burn(0.4))
+            .unwrap()
+            .join()
+            .unwrap();
+        let after_other = me();
+        // A thread's time is read while it runs: this one is still there.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::Builder::new()
+            .name("rocksdb:test".into())
+            .spawn(move || {
+                burn(0.4);
+                let _ = rx.recv();
+            })
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let during = loop {
+            let t = me();
+            if t - after_other >= 0.3 || Instant::now() > deadline {
+                break t;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        drop(tx);
+        worker.join().unwrap();
+        assert!(
+            after_other - before < 0.2,
+            "another thread's time is not background: {before} -> {after_other}"
+        );
+        assert!(
+            during - after_other >= 0.3,
+            "a rocksdb: thread's time is background: {after_other} -> {during}"
+        );
     }
 
     #[test]

@@ -127,17 +127,42 @@ pub(super) fn cpu_section(s: &mut String, m: &Matrix) {
     cpu_table(s, &m.names, &m.redis, &run);
 }
 
-/// Server and client µs per operation of every workload on each server.
+/// Server and client µs per operation of every workload on each server,
+/// and how much of the server's was background work when that was
+/// measured (results before it have no such column).
 pub(super) fn cpu_table(s: &mut String, names: &[String], redis: &[ServerKind], run: RunOf) {
     let us = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.1}"));
-    let cols = ["server µs/op", "client µs/op"];
-    per_server_table(s, names, &columns(redis, &cols, &cols), |w, k| {
-        let r = run(w, k);
-        vec![
-            us(r.and_then(|r| r.report.server_cpu_us_per_op())),
-            us(r.and_then(|r| r.report.client_cpu_us_per_op())),
-        ]
+    let servers: Vec<ServerKind> = std::iter::once(ServerKind::Rush)
+        .chain(redis.iter().copied())
+        .collect();
+    let background = names.iter().any(|w| {
+        servers
+            .iter()
+            .any(|k| run(w, *k).is_some_and(|r| r.report.server_background_secs.is_some()))
     });
+    let cols: &[&str] = if background {
+        &["server µs/op", "of it background", "client µs/op"]
+    } else {
+        &["server µs/op", "client µs/op"]
+    };
+    per_server_table(s, names, &columns(redis, cols, cols), |w, k| {
+        let r = run(w, k);
+        let mut cells = vec![us(r.and_then(|r| r.report.server_cpu_us_per_op()))];
+        if background {
+            cells.push(us(r.and_then(|r| r.report.server_background_us_per_op())));
+        }
+        cells.push(us(r.and_then(|r| r.report.client_cpu_us_per_op())));
+        cells
+    });
+    if background {
+        let _ = writeln!(
+            s,
+            "*Of it background*: the server's time on work that was not the requests' own — \
+             rushd's RocksDB threads (flushes, compactions), Redis's forked children (AOF \
+             rewrites). One server runs every workload in turn, so a row's background time \
+             may be paying for the writes of the workloads before it.\n"
+        );
+    }
 }
 
 /// "### How much of Redis's speed does the client get?": redis-benchmark

@@ -365,6 +365,7 @@ mod tests {
             },
             server_metrics: Default::default(),
             server_cpu_secs: None,
+            server_background_secs: None,
             client_cpu_secs: None,
         })
         .unwrap();

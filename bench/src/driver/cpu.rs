@@ -65,22 +65,27 @@ fn running_descendants(pid: u32, all: &HashMap<u32, Stat>) -> u64 {
 
 /// Process `pid`'s CPU time so far, its children's included.
 pub fn process(pid: Option<u32>) -> Option<f64> {
-    let pid = pid?;
+    let (own, children) = own_and_children(pid?)?;
+    Some((own + children) as f64 / clock_ticks())
+}
+
+/// Ticks of `pid`'s own threads, and of its children (reaped and running).
+fn own_and_children(pid: u32) -> Option<(u64, u64)> {
     let mut before = read(pid)?;
     // A child reaped between reading the server and listing its children
     // would be counted in neither (or, the other way round, in both): list
     // again until the server's reaped time holds still across the listing.
-    let mut ticks = 0;
+    let mut ticks = (0, 0);
     for _ in 0..5 {
-        let children = running_descendants(pid, &every_process());
+        let running = running_descendants(pid, &every_process());
         let after = read(pid)?;
-        ticks = after.own + after.reaped + children;
+        ticks = (after.own, after.reaped + running);
         if after.reaped == before.reaped {
             break;
         }
         before = after;
     }
-    Some(ticks as f64 / clock_ticks())
+    Some(ticks)
 }
 
 /// Names of a server's threads whose time is background work: RocksDB's
@@ -94,9 +99,8 @@ const BACKGROUND_THREADS: &str = "rocksdb:";
 /// bench/results/NOTES.md).
 pub fn background(pid: Option<u32>) -> Option<f64> {
     let pid = pid?;
-    let ticks =
-        background_threads(pid)? + read(pid)?.reaped + running_descendants(pid, &every_process());
-    Some(ticks as f64 / clock_ticks())
+    let (_, children) = own_and_children(pid)?;
+    Some((background_threads(pid)? + children) as f64 / clock_ticks())
 }
 
 /// Ticks of `pid`'s threads named [`BACKGROUND_THREADS`].
@@ -166,33 +170,31 @@ mod tests {
                 x = std::hint::black_box(x.wrapping_add(1));
             }
         };
-        let before = me();
-        std::thread::Builder::new()
-            .name("rush-test-busy".into())
-            .spawn(move || burn(0.4))
-            .unwrap()
-            .join()
-            .unwrap();
-        let after_other = me();
-        // A thread's time is read while it runs: this one is still there.
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let worker = std::thread::Builder::new()
-            .name("rocksdb:test".into())
-            .spawn(move || {
-                burn(0.4);
-                let _ = rx.recv();
-            })
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let during = loop {
-            let t = me();
-            if t - after_other >= 0.3 || Instant::now() > deadline {
-                break t;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        // A thread's time is in /proc while the thread lives: each one
+        // burns, then waits to be let go until its time has been read.
+        let busy = |name: &str| {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+            let worker = std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || {
+                    burn(0.4);
+                    let _ = done_tx.send(());
+                    let _ = rx.recv();
+                })
+                .unwrap();
+            done_rx.recv().unwrap();
+            (tx, worker)
         };
-        drop(tx);
-        worker.join().unwrap();
+        let before = me();
+        let (other_tx, other) = busy("rush-test-busy");
+        let after_other = me();
+        let (tx, worker) = busy("rocksdb:test");
+        let during = me();
+        for (tx, worker) in [(other_tx, other), (tx, worker)] {
+            drop(tx);
+            worker.join().unwrap();
+        }
         assert!(
             after_other - before < 0.2,
             "another thread's time is not background: {before} -> {after_other}"

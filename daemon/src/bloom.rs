@@ -1,6 +1,6 @@
 //! Scalable Bloom filters: the catalog's per-shard filter over owners that
-//! have records and over aliases, and the limits' over order records and
-//! books.
+//! have records and over aliases, the limits' over order records and
+//! books, and the generic keys' (`kv`).
 //!
 //! A [`Bloom`] is a plain bit array probed at `k` positions derived from one
 //! 64-bit hash by enhanced double hashing (Dillinger & Manolios), reduced to
@@ -147,6 +147,29 @@ impl Bloom {
     pub fn probes(&self) -> u32 {
         self.probes
     }
+
+    /// Start loading the memory a lookup of `hash` reads first (a blocked
+    /// layer's whole block: the words are not aligned to cache lines, so
+    /// its first and last word), so that a lookup a little later doesn't
+    /// wait for it.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        let mut first = None;
+        self.probe(hash, |pos| {
+            first = Some(pos);
+            false
+        });
+        let Some(pos) = first else { return };
+        let (from, to) = if self.blocked {
+            let base = pos - pos % BLOCK_BITS;
+            (base / 64, (base + BLOCK_BITS) / 64 - 1)
+        } else {
+            (pos / 64, pos / 64)
+        };
+        for w in [from, to] {
+            crate::shard::rows::prefetch(std::ptr::from_ref(&self.words[w as usize]).cast());
+        }
+    }
 }
 
 /// A Bloom filter that grows without exceeding its target false-positive rate.
@@ -185,6 +208,14 @@ impl ScalableBloom {
     pub fn contains(&self, hash: u64) -> bool {
         // Newest first: it holds the most items.
         self.layers.iter().rev().any(|l| l.contains(hash))
+    }
+
+    /// Start loading what a lookup of `hash` reads, in every layer.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        for l in &self.layers {
+            l.prefetch(hash);
+        }
     }
 
     /// Add `hash` unless the filter already reports it; returns whether it
@@ -254,6 +285,25 @@ mod tests {
     fn absent_rate(f: &ScalableBloom, from: u64, n: u64) -> f64 {
         let hits = (from..from + n).filter(|&i| f.contains(mix(i))).count();
         hits as f64 / n as f64
+    }
+
+    /// A prefetch names words of the layer only, whichever block or bit a
+    /// hash falls on (the last block's last word included), in filters of
+    /// one and several layers, blocked or not.
+    #[test]
+    fn prefetches_stay_inside_the_layers() {
+        for blocked in [false, true] {
+            let mut f = ScalableBloom::with_layout(100, 0.01, blocked);
+            for i in 0..1_000u64 {
+                f.insert(mix(i));
+            }
+            assert!(f.layers() > 2);
+            for i in 0..200_000u64 {
+                f.prefetch(mix(i ^ 0xdead_beef));
+            }
+            f.prefetch(0);
+            f.prefetch(u64::MAX);
+        }
     }
 
     #[test]

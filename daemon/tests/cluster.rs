@@ -291,6 +291,10 @@ async fn a_slot_range_moves_with_all_its_data() {
     for k in &kv {
         c.set(k.clone(), k.clone()).await.unwrap();
     }
+    let counters = keys_in("counter", MOVING, 20);
+    for (i, k) in counters.iter().enumerate() {
+        c.incr_by(k.clone(), i as i64 + 1).await.unwrap();
+    }
     // Hashes, stored field by field: every field moves with its header.
     let hashes = keys_in("hash", MOVING, 10);
     for h in &hashes {
@@ -392,6 +396,11 @@ async fn a_slot_range_moves_with_all_its_data() {
             c.get(k.clone()).await.unwrap(),
             Some(Bytes::from(k.clone()))
         );
+    }
+    // Counters count on from what they held on A (B's shards take the
+    // slots' keys into what they know they hold).
+    for (i, k) in counters.iter().enumerate() {
+        assert_eq!(c.incr_by(k.clone(), 1000).await.unwrap(), i as i64 + 1001);
     }
     for h in &hashes {
         assert_eq!(c.hlen(h.clone()).await.unwrap(), 30);

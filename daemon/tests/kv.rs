@@ -483,6 +483,63 @@ async fn pipelined_incrs_of_new_and_written_counters_all_count() {
     node.stop().await;
 }
 
+/// A counter's first INCR and a SET NX of a new key read nothing from
+/// storage: the shard's filter of the generic keys it holds says the key is
+/// new. Keys it holds are read and count on, and after a restart (the
+/// filter is built again from storage) too.
+#[tokio::test]
+async fn new_counters_are_not_read_from_storage() {
+    let mut node = TestNode::start_with(|c| c.storage.shards = 1).await;
+    for i in 0..100 {
+        assert!(node.client.set(format!("old:{i}"), "7").await.unwrap());
+    }
+    let before = storage_reads(&node).await;
+    for i in 0..500 {
+        assert_eq!(node.client.incr_by(format!("new:{i}"), 1).await.unwrap(), 1);
+    }
+    for i in 0..100 {
+        assert!(node
+            .client
+            .set_with(format!("nx:{i}"), "x", Duration::ZERO, SetCond::IfAbsent)
+            .await
+            .unwrap());
+    }
+    let reads = storage_reads(&node).await - before;
+    // The filter's false positives (1 %) are read; without it, all 600.
+    assert!(reads <= 30, "{reads} storage reads for 600 new keys");
+    for i in 0..100 {
+        assert_eq!(node.client.incr_by(format!("old:{i}"), 1).await.unwrap(), 8);
+        assert!(!node
+            .client
+            .set_with(format!("nx:{i}"), "y", Duration::ZERO, SetCond::IfAbsent)
+            .await
+            .unwrap());
+    }
+    node.restart().await;
+    for i in (0..500).step_by(7) {
+        assert_eq!(node.client.incr_by(format!("new:{i}"), 1).await.unwrap(), 2);
+    }
+    for i in 0..100 {
+        assert_eq!(node.client.incr_by(format!("old:{i}"), 1).await.unwrap(), 9);
+        assert_eq!(
+            node.client.get(format!("nx:{i}")).await.unwrap().as_deref(),
+            Some(&b"x"[..])
+        );
+    }
+    node.stop().await;
+}
+
+/// RocksDB point reads the node has made (`rush_storage_reads_total`).
+async fn storage_reads(node: &TestNode) -> u64 {
+    node.metrics()
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix("rush_storage_reads_total "))
+        .expect("rush_storage_reads_total")
+        .parse()
+        .unwrap()
+}
+
 /// Run futures concurrently on the current task (they are all in flight at once).
 async fn futures_join_all<F: std::future::Future>(
     fs: impl IntoIterator<Item = F>,

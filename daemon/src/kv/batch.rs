@@ -10,7 +10,7 @@ impl Kv {
     /// request's staged writes in [`Txn`]). The first failure is the answer,
     /// tagged with its index; the shard then drops every staged write.
     pub(super) fn batch(
-        &self,
+        &mut self,
         b: &Batch,
         routed: Option<u16>,
         now: u64,

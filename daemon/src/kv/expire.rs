@@ -7,7 +7,12 @@ use rush_protocol::cmd::Expire;
 use rush_protocol::{Reply, RushError};
 
 impl Kv {
-    pub(super) fn expire(&self, r: &Expire, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+    pub(super) fn expire(
+        &mut self,
+        r: &Expire,
+        now: u64,
+        txn: &mut Txn,
+    ) -> Result<Reply, RushError> {
         let expires_at = expiry(now, r.ttl_ms);
         match self.load(&r.key, now, txn)? {
             Entry::Missing => return Ok(Reply::Expire(false)),

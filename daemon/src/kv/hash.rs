@@ -291,13 +291,14 @@ impl HashWrite {
     /// Write the header: the hash's count, bytes and expiry, unless they are
     /// what was read (a field replaced by one of the same size); a hash left
     /// with no field is deleted (as in Redis).
-    pub fn finish(self, kv: &Kv, key: &[u8], txn: &mut Txn) {
+    pub fn finish(self, kv: &mut Kv, key: &[u8], txn: &mut Txn) {
         let skey = keys::kv(self.slot, key);
         if self.read == Some((self.head, self.expires_at)) {
             // Only fields changed: they were staged as they changed.
         } else if self.head.fields == 0 {
             txn.delete(skey);
         } else {
+            kv.written(&skey);
             txn.put(skey, self.head.encode(self.expires_at));
         }
         kv.mark_durable(txn);

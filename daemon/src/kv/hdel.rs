@@ -6,7 +6,7 @@ use rush_protocol::cmd::HDel;
 use rush_protocol::{Reply, RushError};
 
 impl Kv {
-    pub(super) fn hdel(&self, r: &HDel, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+    pub(super) fn hdel(&mut self, r: &HDel, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
         let mut h = self.hash_for_write(&r.key, now, txn)?;
         let mut removed = 0;
         for f in &r.fields {

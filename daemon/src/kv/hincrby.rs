@@ -7,7 +7,7 @@ use rush_protocol::{Reply, RushError};
 
 impl Kv {
     pub(super) fn hincr_by(
-        &self,
+        &mut self,
         r: &HIncrBy,
         now: u64,
         txn: &mut Txn,

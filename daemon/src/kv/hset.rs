@@ -6,7 +6,7 @@ use rush_protocol::cmd::HSet;
 use rush_protocol::{Reply, RushError};
 
 impl Kv {
-    pub(super) fn hset(&self, r: &HSet, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
+    pub(super) fn hset(&mut self, r: &HSet, now: u64, txn: &mut Txn) -> Result<Reply, RushError> {
         let mut h = self.hash_for_write(&r.key, now, txn)?;
         let mut added = 0;
         for (f, v) in &r.fields {

@@ -9,7 +9,7 @@ use rush_protocol::{Reply, RushError};
 
 impl Kv {
     pub(super) fn incr_by(
-        &self,
+        &mut self,
         r: &IncrBy,
         routed: Option<u16>,
         now: u64,
@@ -17,12 +17,17 @@ impl Kv {
     ) -> Result<Reply, RushError> {
         // The storage key is built once, for the read and the write.
         let skey = storage_key(routed, &r.key);
-        // Read in place: only the number is needed, not the value.
-        let found = txn
-            .read(&skey, |raw| {
+        // Read in place: only the number is needed, not the value. A
+        // counter the shard never held (its first INCR) is not read.
+        let hash = self.known.hash(&skey);
+        let found = if self.known.may_hold(hash) {
+            txn.read(&skey, |raw| {
                 entry_of(raw, now, |v| parse_int(&v[value::HEADER..]))
             })
-            .map_err(storage_error)??;
+            .map_err(storage_error)??
+        } else {
+            Entry::Missing
+        };
         let (current, expires_at) = match found {
             Entry::Missing => (0, 0),
             Entry::String { expires_at, value } => (value?, expires_at),
@@ -34,7 +39,7 @@ impl Kv {
             .checked_add(r.delta)
             .ok_or_else(|| RushError::bad_request("increment would overflow"))?;
         let mut digits = itoa::Buffer::new();
-        self.store_string_at(skey, expires_at, digits.format(next).as_bytes(), txn);
+        self.store_string_hashed(skey, hash, expires_at, digits.format(next).as_bytes(), txn);
         Ok(Reply::IncrBy(next))
     }
 }

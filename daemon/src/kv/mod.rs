@@ -25,21 +25,29 @@ mod set_keepttl;
 mod ttl;
 
 use crate::services::{no_broadcast, Registration};
+use crate::shard::known::KeyFilter;
 use crate::shard::service::{Ahead, Cx, ShardService};
 use crate::shard::txn::Txn;
-use crate::storage::keys;
-use crate::storage::keys::kind;
+use crate::storage::keys::{self, kind, ks};
 use crate::storage::value::{self, Stored};
+use crate::storage::Storage;
 use bytes::Bytes;
 use rush_protocol::{Opcode, Reply, Request, RushError, Service};
 
 pub use hash::MAX_HASH_BYTES;
 
-/// The generic key service of one shard. Stateless apart from its settings:
-/// every read goes through the group's [`Txn`] to RocksDB.
+/// The generic key service of one shard: every read goes through the
+/// group's [`Txn`] to RocksDB.
 pub struct Kv {
     /// Fsync KV writes before answering (`storage.kv_durability = "sync"`).
     pub durable: bool,
+    /// Which generic keys (strings, hash headers) the shard may hold, so a
+    /// write that reads its key first — INCRBY of a new counter, SET NX —
+    /// skips the read of a key it certainly doesn't hold. Only writes ask
+    /// it: a replica serves reads, and its filter doesn't follow the
+    /// records it applies (a promotion restarts the shards, which builds
+    /// it again from storage).
+    known: KeyFilter,
 }
 
 /// What a generic key holds right now; a string's value as `S` (its bytes,
@@ -56,9 +64,16 @@ pub(crate) fn storage_error(e: impl std::fmt::Display) -> RushError {
 
 pub const REGISTRATION: Registration = Registration {
     service: Service::Kv,
-    build: |ctx, _shard| {
+    build: |ctx, shard| {
         Ok(Box::new(Kv {
             durable: ctx.config.storage.kv_durability == crate::config::Durability::Sync,
+            known: KeyFilter::new(
+                "generic-key",
+                kv_range,
+                shard,
+                ctx.config.shard_count(),
+                ctx.metrics.key_filter("kv", shard),
+            ),
         }))
     },
     combine: no_broadcast,
@@ -77,7 +92,28 @@ fn storage_key(routed: Option<u16>, key: &[u8]) -> Vec<u8> {
     keys::kv(slot, key)
 }
 
+/// Every generic key (string or hash header) of one slot.
+fn kv_range(slot: u16) -> (Vec<u8>, Vec<u8>) {
+    keys::keyspace_range(slot, ks::KV)
+}
+
 impl ShardService for Kv {
+    fn open(&mut self, storage: &Storage) {
+        self.known.open(storage);
+    }
+
+    fn on_slots_imported(&mut self, slots: &[u16], storage: &Storage) {
+        self.known.import(storage, slots);
+    }
+
+    fn tick(&mut self, cx: &mut Cx) {
+        self.known.tick(cx.txn, cx.now);
+    }
+
+    fn memory(&self, into: &mut crate::memory::Use) {
+        into.add(crate::memory::Part::KeyFilters, self.known.bytes());
+    }
+
     fn apply(&mut self, req: &Request, cx: &mut Cx) -> Result<Reply, RushError> {
         match req {
             Request::Batch(b) => self.batch(b, cx.slot, cx.now, cx.txn),
@@ -86,20 +122,33 @@ impl ShardService for Kv {
     }
 
     /// GET and INCRBY read their key first (a SET only writes it; the
-    /// commit prefetches its rows itself).
+    /// commit prefetches its rows itself). INCRBY and SET look their key
+    /// up in the filter of keys the shard holds: its lines are loaded here.
     fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
-        // A counter's first INCR finds no key: read a pipeline's together.
-        let ahead = match opcode {
-            Opcode::Get => Ahead::Row,
-            Opcode::IncrBy => Ahead::Read,
-            _ => return Ahead::No,
+        if !matches!(opcode, Opcode::Get | Opcode::IncrBy | Opcode::Set) {
+            return Ahead::No;
+        }
+        let Some(k) = rush_protocol::codec::peek_lp(body) else {
+            return Ahead::No;
         };
-        match rush_protocol::codec::peek_lp(body) {
-            Some(k) => {
-                keys::kv_into(key, rush_protocol::key_slot(k), k);
-                ahead
+        keys::kv_into(key, rush_protocol::key_slot(k), k);
+        match opcode {
+            Opcode::Get => Ahead::Row,
+            Opcode::IncrBy => {
+                self.known.prefetch(self.known.hash(key));
+                // Once the filter is built it answers a new counter's
+                // INCR, which then reads nothing; until then, a
+                // pipeline's new counters are read together.
+                if self.known.ready() {
+                    Ahead::Row
+                } else {
+                    Ahead::Read
+                }
             }
-            None => Ahead::No,
+            _ => {
+                self.known.prefetch(self.known.hash(key));
+                Ahead::No
+            }
         }
     }
 }
@@ -108,7 +157,7 @@ impl Kv {
     /// One operation, standalone or inside a batch; `routed` is the slot
     /// the shard routed it by (a batch's operations share one), if it did.
     pub(crate) fn op(
-        &self,
+        &mut self,
         req: &Request,
         routed: Option<u16>,
         now: u64,
@@ -162,12 +211,54 @@ impl Kv {
         }
     }
 
-    pub(crate) fn store_string(&self, key: &[u8], expires_at: u64, v: &[u8], txn: &mut Txn) {
+    /// [`Kv::load_at`] for a write: `Missing` without a read when the
+    /// shard certainly doesn't hold the key (see [`Kv::known`]).
+    fn load_for_write(&self, skey: &[u8], now: u64, txn: &Txn) -> Result<Entry, RushError> {
+        if self.may_hold(skey) {
+            self.load_at(skey, now, txn)
+        } else {
+            Ok(Entry::Missing)
+        }
+    }
+
+    /// Might the shard hold the generic key whose storage key is `skey`?
+    /// False means certainly not. For writes only ([`Kv::known`]).
+    fn may_hold(&self, skey: &[u8]) -> bool {
+        self.known.may_hold(self.known.hash(skey))
+    }
+
+    /// Generic key `skey` is being written (staged): the filter holds it
+    /// from now on.
+    fn written(&mut self, skey: &[u8]) {
+        self.known.add(self.known.hash(skey));
+    }
+
+    pub(crate) fn store_string(&mut self, key: &[u8], expires_at: u64, v: &[u8], txn: &mut Txn) {
         self.store_string_at(storage_key(None, key), expires_at, v, txn);
     }
 
     /// [`Kv::store_string`] at storage key `skey`.
-    pub(crate) fn store_string_at(&self, skey: Vec<u8>, expires_at: u64, v: &[u8], txn: &mut Txn) {
+    pub(crate) fn store_string_at(
+        &mut self,
+        skey: Vec<u8>,
+        expires_at: u64,
+        v: &[u8],
+        txn: &mut Txn,
+    ) {
+        let hash = self.known.hash(&skey);
+        self.store_string_hashed(skey, hash, expires_at, v, txn);
+    }
+
+    /// [`Kv::store_string_at`] of a key whose filter hash is `hash`.
+    fn store_string_hashed(
+        &mut self,
+        skey: Vec<u8>,
+        hash: u64,
+        expires_at: u64,
+        v: &[u8],
+        txn: &mut Txn,
+    ) {
+        self.known.add(hash);
         txn.put(skey, value::encode_shared(kind::STRING, expires_at, v));
         self.mark_durable(txn);
     }

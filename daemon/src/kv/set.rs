@@ -8,7 +8,7 @@ use rush_protocol::{Reply, RushError};
 
 impl Kv {
     pub(super) fn set(
-        &self,
+        &mut self,
         r: &Set,
         routed: Option<u16>,
         now: u64,
@@ -18,8 +18,8 @@ impl Kv {
         // An unconditional SET replaces whatever is there: no read needed.
         let write = match r.cond {
             SetCond::Always => true,
-            SetCond::IfAbsent => matches!(self.load_at(&skey, now, txn)?, Entry::Missing),
-            SetCond::IfPresent => !matches!(self.load_at(&skey, now, txn)?, Entry::Missing),
+            SetCond::IfAbsent => matches!(self.load_for_write(&skey, now, txn)?, Entry::Missing),
+            SetCond::IfPresent => !matches!(self.load_for_write(&skey, now, txn)?, Entry::Missing),
         };
         if write {
             self.store_string_at(skey, expiry(now, r.ttl_ms), &r.value, txn);

@@ -7,7 +7,7 @@ use rush_protocol::{Reply, RushError};
 
 impl Kv {
     pub(super) fn set_keep_ttl(
-        &self,
+        &mut self,
         r: &SetKeepTtl,
         now: u64,
         txn: &mut Txn,

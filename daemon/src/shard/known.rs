@@ -1,7 +1,7 @@
 //! Which keys of one kind a shard may hold: a Bloom filter over their
 //! storage keys, so a read of a key the shard certainly doesn't have — a
-//! new order's record, a new user's book — is answered "absent" without
-//! reading anything. (Reading an absent key costs
+//! new order's record, a new user's book, a new counter — is answered
+//! "absent" without reading anything. (Reading an absent key costs
 //! a probe of the row cache, the write-back runs, RocksDB's memtables and a
 //! filter check in every SST level: about a fifth of the shard's time in
 //! the limits bench before this filter; see bench/results/NOTES.md.)
@@ -138,6 +138,23 @@ impl KeyFilter {
         let said = if held { 2 } else { 1 };
         self.probed.set([last, Probed { hash, said }]);
         held
+    }
+
+    /// Has a build from storage succeeded (until then every key may be
+    /// held)?
+    pub fn ready(&self) -> bool {
+        self.ready
+    }
+
+    /// Start loading what [`KeyFilter::may_hold`] or [`KeyFilter::add`] of
+    /// `hash` will read, so that a request a little later finds it in the
+    /// CPU's cache (a shard's filter is larger than the cache, and each
+    /// layer's probe is a trip to memory otherwise).
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        if self.ready {
+            self.filter.prefetch(hash);
+        }
     }
 
     /// A key is being written.

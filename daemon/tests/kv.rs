@@ -493,7 +493,7 @@ async fn new_counters_are_not_read_from_storage() {
     for i in 0..100 {
         assert!(node.client.set(format!("old:{i}"), "7").await.unwrap());
     }
-    let before = storage_reads(&node).await;
+    let before = node.storage_reads().await;
     for i in 0..500 {
         assert_eq!(node.client.incr_by(format!("new:{i}"), 1).await.unwrap(), 1);
     }
@@ -504,7 +504,7 @@ async fn new_counters_are_not_read_from_storage() {
             .await
             .unwrap());
     }
-    let reads = storage_reads(&node).await - before;
+    let reads = node.storage_reads().await - before;
     // The filter's false positives (1 %) are read; without it, all 600.
     assert!(reads <= 30, "{reads} storage reads for 600 new keys");
     for i in 0..100 {
@@ -527,17 +527,6 @@ async fn new_counters_are_not_read_from_storage() {
         );
     }
     node.stop().await;
-}
-
-/// RocksDB point reads the node has made (`rush_storage_reads_total`).
-async fn storage_reads(node: &TestNode) -> u64 {
-    node.metrics()
-        .await
-        .lines()
-        .find_map(|l| l.strip_prefix("rush_storage_reads_total "))
-        .expect("rush_storage_reads_total")
-        .parse()
-        .unwrap()
 }
 
 /// Run futures concurrently on the current task (they are all in flight at once).

@@ -76,6 +76,17 @@ impl TestNode {
         body
     }
 
+    /// RocksDB point reads the node has made (`rush_storage_reads_total`).
+    pub async fn storage_reads(&self) -> u64 {
+        self.metrics()
+            .await
+            .lines()
+            .find_map(|l| l.strip_prefix("rush_storage_reads_total "))
+            .expect("rush_storage_reads_total")
+            .parse()
+            .unwrap()
+    }
+
     /// Every key RocksDB holds, in all shards, once it holds every committed
     /// write (with the shard log, writes reach it in runs, on the shards'
     /// timers: counting without writing back first races them).

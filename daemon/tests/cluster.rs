@@ -539,7 +539,7 @@ async fn migrate_refuses_what_it_cannot_do() {
     );
     // Keys outside the slot are refused; a commit without an import too.
     let bad = ImportPair {
-        key: Bytes::from(keys::kv(11, b"k")),
+        key: Bytes::copy_from_slice(&keys::kv(11, b"k")),
         value: Bytes::from(vec![1u8; 9]),
         append: false,
     };

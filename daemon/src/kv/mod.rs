@@ -82,7 +82,7 @@ pub const REGISTRATION: Registration = Registration {
 /// The storage key of `key`, in `routed` — the slot the shard routed the
 /// request by — when there is one: hashing the key again cost 1.2 % of an
 /// INCR's CPU. Without one (a key of another request's making), hashed here.
-fn storage_key(routed: Option<u16>, key: &[u8]) -> Vec<u8> {
+fn storage_key(routed: Option<u16>, key: &[u8]) -> keys::Key {
     let slot = routed.unwrap_or_else(|| rush_protocol::key_slot(key));
     debug_assert_eq!(
         slot,
@@ -240,7 +240,7 @@ impl Kv {
     /// [`Kv::store_string`] at storage key `skey`.
     pub(crate) fn store_string_at(
         &mut self,
-        skey: Vec<u8>,
+        skey: keys::Key,
         expires_at: u64,
         v: &[u8],
         txn: &mut Txn,
@@ -252,7 +252,7 @@ impl Kv {
     /// [`Kv::store_string_at`] of a key whose filter hash is `hash`.
     fn store_string_hashed(
         &mut self,
-        skey: Vec<u8>,
+        skey: keys::Key,
         hash: u64,
         expires_at: u64,
         v: &[u8],

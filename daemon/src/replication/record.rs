@@ -108,9 +108,9 @@ mod tests {
         f.ranges
             .push((b"\x00\x01a".to_vec(), b"\x00\x01b".to_vec()));
         f.applied
-            .insert(b"k1".to_vec(), Some(bytes::Bytes::from_static(b"v1")));
-        f.applied.insert(b"k2".to_vec(), None);
-        f.merges.insert(b"m".to_vec(), b"+1".to_vec());
+            .insert(b"k1"[..].into(), Some(bytes::Bytes::from_static(b"v1")));
+        f.applied.insert(b"k2"[..].into(), None);
+        f.merges.insert(b"m"[..].into(), b"+1".to_vec());
         let mut out = Vec::new();
         encode(&f, &mut out);
         let ops = decode(&out).unwrap();

@@ -24,6 +24,7 @@
 
 use super::rows::RowCache;
 use super::write_back::{Landed, Run, Writer};
+use crate::storage::keys::Key;
 use crate::storage::{merge, StorageError};
 use bytes::Bytes;
 use hashbrown::HashTable;
@@ -48,7 +49,7 @@ pub struct Pending {
     frozen: Option<Arc<Run>>,
     /// A commit's writes with their row-cache hashes, so that rows can be
     /// prefetched ahead of their writes (kept between commits).
-    absorbing: Vec<(Vec<u8>, Option<Bytes>, u64)>,
+    absorbing: Vec<(Key, Option<Bytes>, u64)>,
     /// The open run's merge writes (row-cache hash, offset): keys no row
     /// holds, with an operand to add to what RocksDB has ([`Pending::merge`]).
     merges: HashTable<(u64, u32)>,
@@ -174,12 +175,13 @@ impl Pending {
     /// for reads, the open run for the write-back thread.
     pub fn absorb(
         &mut self,
-        writes: impl Iterator<Item = (Vec<u8>, Option<Bytes>)>,
+        writes: impl Iterator<Item = (impl Into<Key>, Option<Bytes>)>,
         seq: u64,
         rows: &mut RowCache,
     ) {
         let mut batch = std::mem::take(&mut self.absorbing);
         batch.extend(writes.map(|(k, v)| {
+            let k = k.into();
             let hash = rows.hash(&k);
             (k, v, hash)
         }));

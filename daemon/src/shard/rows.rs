@@ -37,11 +37,11 @@
 //! insert or a hit is one probe (two tables cost two on each insert and
 //! each miss: bench/results/NOTES.md).
 
+use crate::storage::keys::{Key, INLINE_KEY};
 use crate::storage::{inline, keys};
 use bytes::Bytes;
 use hashbrown::hash_table::Entry;
 use hashbrown::{DefaultHashBuilder, HashTable};
-use smallvec::SmallVec;
 use std::hash::BuildHasher;
 
 /// A table slot: the inline key and the row, and the slot's control byte.
@@ -76,15 +76,10 @@ const RESERVE_ENTRY_BYTES: usize = 256;
 /// together stay within it (see the module's documentation).
 const YOUNG: (usize, usize) = (1, 5);
 
-/// Keys up to this long are held in the table itself: a probe compares
-/// the key where it found the entry, instead of following a pointer to
-/// another cache line (`memcmp` on heap keys was a tenth of a kv-incr
-/// profile: bench/results/NOTES.md). Covers kv keys of up to 29 bytes
-/// (slot and keyspace come first), link codes and limit counters.
-const INLINE_KEY: usize = 32;
-
-/// A storage key, inline when short.
-type Key = SmallVec<[u8; INLINE_KEY]>;
+// Keys up to `keys::INLINE_KEY` long are held in the table itself: a
+// probe compares the key where it found the entry, instead of following a
+// pointer to another cache line (`memcmp` on heap keys was a tenth of a
+// kv-incr profile: bench/results/NOTES.md).
 
 /// A run number no run has: the row is clean (RocksDB holds its value).
 pub const CLEAN: u32 = 0;

@@ -15,6 +15,7 @@
 use super::pending::Pending;
 use super::rows::RowCache;
 use super::write_back::Writer;
+use crate::storage::keys::Key;
 use crate::storage::merge::merge;
 use crate::storage::{inline, Storage, StorageError, WriteBatch};
 use bytes::Bytes;
@@ -30,7 +31,7 @@ pub struct Txn<'s> {
     shard: usize,
     /// Newest value per key written by earlier requests of this group
     /// (`None` = deleted). Consulted before RocksDB; what the group commits.
-    applied: HashMap<Vec<u8>, Option<Bytes>>,
+    applied: HashMap<Key, Option<Bytes>>,
     /// Key ranges deleted by the group's requests, in order (committed
     /// before `applied`: a write that came before a range's deletion was
     /// taken out of `applied` when the deletion was).
@@ -39,9 +40,9 @@ pub struct Txn<'s> {
     meta: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     /// Operands added to keys no request of the group wrote
     /// ([`Txn::merge`]), one combined operand per key.
-    merges: HashMap<Vec<u8>, Vec<u8>>,
+    merges: HashMap<Key, Vec<u8>>,
     /// Writes of the request being applied, in order.
-    staged: Vec<(Vec<u8>, Option<Bytes>)>,
+    staged: Vec<(Key, Option<Bytes>)>,
     staged_ranges: Vec<(Vec<u8>, Vec<u8>)>,
     staged_sync: bool,
     sync: bool,
@@ -91,10 +92,10 @@ pub struct Finished {
     pub has_writes: bool,
     /// Must be fsynced before any of it is answered.
     pub sync: bool,
-    pub applied: HashMap<Vec<u8>, Option<Bytes>>,
+    pub applied: HashMap<Key, Option<Bytes>>,
     pub ranges: Vec<(Vec<u8>, Vec<u8>)>,
     pub meta: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    pub merges: HashMap<Vec<u8>, Vec<u8>>,
+    pub merges: HashMap<Key, Vec<u8>>,
     pub rows: Option<RowCache>,
     pub pending: Option<Pending>,
     pub ahead: ReadAhead,
@@ -342,7 +343,7 @@ impl<'s> Txn<'s> {
         key: &[u8],
         f: impl FnOnce(Option<&Bytes>) -> R,
     ) -> Result<R, StorageError> {
-        if let Some((_, v)) = self.staged.iter().rev().find(|(k, _)| k == key) {
+        if let Some((_, v)) = self.staged.iter().rev().find(|(k, _)| **k == *key) {
             return Ok(f(v.as_ref()));
         }
         if let Some(v) = self.applied.get(key) {
@@ -553,8 +554,8 @@ impl<'s> Txn<'s> {
         Ok((stored.into_iter().take(max).collect(), truncated))
     }
 
-    pub fn put(&mut self, key: Vec<u8>, value: impl Into<Bytes>) {
-        self.staged.push((key, Some(value.into())));
+    pub fn put(&mut self, key: impl Into<Key>, value: impl Into<Bytes>) {
+        self.staged.push((key.into(), Some(value.into())));
     }
 
     /// Add `operand` to `key` without reading it (`storage::merge`): logged
@@ -563,7 +564,8 @@ impl<'s> Txn<'s> {
     /// that write (and shares the fate of its request); otherwise it is
     /// the group's, whatever becomes of the current request (for counts
     /// kept outside requests: link visits).
-    pub fn merge(&mut self, key: Vec<u8>, operand: &[u8]) {
+    pub fn merge(&mut self, key: impl Into<Key>, operand: &[u8]) {
+        let key = key.into();
         if let Some((_, v)) = self.staged.iter().rev().find(|(k, _)| *k == key) {
             let whole = merge(v.as_deref(), operand);
             self.staged.push((key, Some(whole.into())));
@@ -587,8 +589,8 @@ impl<'s> Txn<'s> {
         self.has_writes = true;
     }
 
-    pub fn delete(&mut self, key: Vec<u8>) {
-        self.staged.push((key, None));
+    pub fn delete(&mut self, key: impl Into<Key>) {
+        self.staged.push((key.into(), None));
     }
 
     /// Delete every key in `[from, to)`. Later requests of the same group do
@@ -601,8 +603,8 @@ impl<'s> Txn<'s> {
     /// Write straight into the group, whatever becomes of the current
     /// request. For reservations that must land once made (ID segment
     /// high-water marks): the in-memory state has already moved on.
-    pub fn put_unconditional(&mut self, key: Vec<u8>, value: Vec<u8>, sync: bool) {
-        self.applied.insert(key, Some(value.into()));
+    pub fn put_unconditional(&mut self, key: impl Into<Key>, value: Vec<u8>, sync: bool) {
+        self.applied.insert(key.into(), Some(value.into()));
         self.sync |= sync;
         self.has_writes = true;
     }
@@ -634,9 +636,8 @@ impl<'s> Txn<'s> {
         if wrote {
             for (from, to) in self.staged_ranges.drain(..) {
                 // An earlier write inside the range is deleted by it.
-                let outside = |k: &Vec<u8>| {
-                    !(k.as_slice() >= from.as_slice() && k.as_slice() < to.as_slice())
-                };
+                let outside =
+                    |k: &Key| !(k.as_slice() >= from.as_slice() && k.as_slice() < to.as_slice());
                 self.applied.retain(|k, _| outside(k));
                 self.merges.retain(|k, _| outside(k));
                 self.ranges.push((from, to));

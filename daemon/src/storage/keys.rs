@@ -401,6 +401,17 @@ impl KeyBuf {
 /// Bytes before a key's own parts: the slot and the keyspace.
 pub const PREFIX_LEN: usize = 3;
 
+/// Keys up to this long are held without a heap allocation: kv keys of up
+/// to 29 bytes (slot and keyspace come first), link codes and limit
+/// counters.
+pub const INLINE_KEY: usize = 32;
+
+/// A storage key, inline when short ([`INLINE_KEY`]): what a request
+/// writes ([`crate::shard::txn::Txn::put`]) and what the row cache holds,
+/// so that an INCR or a SET of a short key allocates nothing for its key
+/// (bench/results/NOTES.md).
+pub type Key = smallvec::SmallVec<[u8; INLINE_KEY]>;
+
 /// A shard key taken apart: its slot, its keyspace and the rest; `None`
 /// for anything shorter than a slot and a keyspace.
 pub fn split(raw: &[u8]) -> Option<(u16, u8, &[u8])> {
@@ -486,19 +497,24 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 // ── core ────────────────────────────────────────────────────────────────
 
 /// A generic key's storage key.
-pub fn kv(slot: u16, key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(PREFIX_LEN + key.len());
-    kv_into(&mut out, slot, key);
+pub fn kv(slot: u16, key: &[u8]) -> Key {
+    let mut out = Key::from_slice(&kv_prefix(slot));
+    out.extend_from_slice(key);
     out
 }
 
-/// [`kv`] written into `out` (emptied first): the one place its layout is
-/// spelled out.
+/// [`kv`] written into `out` (emptied first).
 pub fn kv_into(out: &mut Vec<u8>, slot: u16, key: &[u8]) {
     out.clear();
-    out.extend_from_slice(&slot_prefix(slot));
-    out.push(ks::KV);
+    out.extend_from_slice(&kv_prefix(slot));
     out.extend_from_slice(key);
+}
+
+/// What every generic key of `slot` starts with: the one place its layout
+/// is spelled out.
+fn kv_prefix(slot: u16) -> [u8; PREFIX_LEN] {
+    let [a, b] = slot_prefix(slot);
+    [a, b, ks::KV]
 }
 
 /// The storage key of field `field` of version `version` of the hash at

@@ -40,7 +40,7 @@ pub(super) struct TtlFilter {
     /// The last hash header looked up: its storage key, and the version its
     /// fields live under (`None`: no live hash). A hash's fields are
     /// adjacent in key order, so one lookup serves all of them.
-    last_head: Option<(Vec<u8>, Option<u64>)>,
+    last_head: Option<(keys::Key, Option<u64>)>,
 }
 
 impl TtlFilter {

@@ -196,14 +196,19 @@ impl RowCache {
     /// A row holds its value behind a pointer, so a read that found its row
     /// in the cache still waited for the value's bytes: a tenth of a kv-incr
     /// profile, on the load of the value's header (bench/results/NOTES.md).
+    /// A key too long to sit in its row (a user's book under a policy,
+    /// often) is loaded too: the probe compares it.
     #[inline]
     pub fn prefetch_value(&self, hash: u64) {
-        if let Some((_, row)) = self
+        if let Some((key, row)) = self
             .rows
             .iter_hash_buckets(hash)
             .next()
             .and_then(|i| self.rows.get_bucket(i))
         {
+            if key.spilled() {
+                prefetch(key.as_ptr());
+            }
             if let Some(v) = &row.value {
                 // The reference count a read's clone updates sits right
                 // before an inline value (`storage::inline`).

@@ -158,14 +158,28 @@ impl ShardService for Limits {
         let Some((policy, rest)) = split_lp(body) else {
             return Ahead::No;
         };
-        let Some((user, _)) = split_lp(rest) else {
+        let Some((user, rest)) = split_lp(rest) else {
             return Ahead::No;
         };
-        if keys::limit_book_into(key, rush_protocol::key_slot(user), user, policy) {
-            Ahead::Row
-        } else {
-            Ahead::No
+        let slot = rush_protocol::key_slot(user);
+        // The acquire asks the filter of keys the shard holds about its
+        // order's record and the user's book: their lines are loaded here
+        // (a probe waited for memory otherwise, bench/results/NOTES.md).
+        let filtered = self.known.ready();
+        if filtered {
+            if let Some((order_id, _)) = split_lp(rest) {
+                if keys::limit_order_into(key, slot, user, policy, order_id) {
+                    self.known.prefetch(self.known.hash(key));
+                }
+            }
         }
+        if !keys::limit_book_into(key, slot, user, policy) {
+            return Ahead::No;
+        }
+        if filtered {
+            self.known.prefetch(self.known.hash(key));
+        }
+        Ahead::Row
     }
 
     fn open(&mut self, storage: &Storage) {

@@ -15,13 +15,26 @@ pub fn limit_book(slot: u16, user: &[u8], policy: &[u8]) -> Vec<u8> {
 /// layout is spelled out. Parts longer than a part can say (never a decoded
 /// request's) make no key: false.
 pub fn limit_book_into(out: &mut Vec<u8>, slot: u16, user: &[u8], policy: &[u8]) -> bool {
+    user_policy_into(out, slot, ks::LIMIT_BOOK, user, policy)
+}
+
+/// A key of `keyspace` that starts with `user` and `policy` as parts,
+/// written into `out` (emptied first); false (no key) when a part is
+/// longer than a part can say.
+fn user_policy_into(
+    out: &mut Vec<u8>,
+    slot: u16,
+    keyspace: u8,
+    user: &[u8],
+    policy: &[u8],
+) -> bool {
     let (Ok(user_len), Ok(policy_len)) = (u16::try_from(user.len()), u16::try_from(policy.len()))
     else {
         return false;
     };
     out.clear();
     out.extend_from_slice(&super::slot_prefix(slot));
-    out.push(ks::LIMIT_BOOK);
+    out.push(keyspace);
     out.extend_from_slice(&user_len.to_be_bytes());
     out.extend_from_slice(user);
     out.extend_from_slice(&policy_len.to_be_bytes());
@@ -85,11 +98,27 @@ pub fn parse_limit_counter(raw: &[u8]) -> Option<OldCount<'_>> {
 
 /// One order's record.
 pub fn limit_order(slot: u16, user: &[u8], policy: &str, order_id: &str) -> Vec<u8> {
-    KeyBuf::new(slot, ks::LIMIT_ORDER)
-        .part(user)
-        .part(policy.as_bytes())
-        .tail(order_id.as_bytes())
-        .build()
+    let mut out =
+        Vec::with_capacity(super::PREFIX_LEN + 4 + user.len() + policy.len() + order_id.len());
+    let made = limit_order_into(&mut out, slot, user, policy.as_bytes(), order_id.as_bytes());
+    debug_assert!(made, "a decoded user and policy fit their parts");
+    out
+}
+
+/// [`limit_order`] written into `out` (emptied first), as
+/// [`limit_book_into`]: false (no key) for parts too long.
+pub fn limit_order_into(
+    out: &mut Vec<u8>,
+    slot: u16,
+    user: &[u8],
+    policy: &[u8],
+    order_id: &[u8],
+) -> bool {
+    if !user_policy_into(out, slot, ks::LIMIT_ORDER, user, policy) {
+        return false;
+    }
+    out.extend_from_slice(order_id);
+    true
 }
 
 #[cfg(test)]

@@ -353,6 +353,13 @@ fn keys_written_into_a_buffer_are_the_built_ones() {
         assert_eq!(out, link(slot, key));
         assert!(limit_book_into(&mut out, slot, key, b"policy"));
         assert_eq!(out, limit_book(slot, key, b"policy"));
+        assert!(limit_order_into(&mut out, slot, key, b"policy", b"order-7"));
+        assert_eq!(out, limit_order(slot, key, "policy", "order-7"));
     }
     assert!(!limit_book_into(&mut out, 1, &[0; 70_000], b"p"));
+    assert!(!limit_order_into(&mut out, 1, b"u", &[0; 70_000], b"o"));
+    // An order's record: the user and the policy as parts, then the id.
+    let mut want = vec![0, 9, ks::LIMIT_ORDER, 0, 2];
+    want.extend_from_slice(b"u1\0\x01po-1");
+    assert_eq!(limit_order(9, b"u1", "p", "o-1"), want);
 }

@@ -28,6 +28,7 @@ use crate::services::{no_broadcast, Registration};
 use crate::shard::known::KeyFilter;
 use crate::shard::service::{Ahead, Cx, ShardService};
 use crate::shard::txn::Txn;
+use crate::storage::inline::ValueRef;
 use crate::storage::keys::{self, kind, ks};
 use crate::storage::value::{self, Stored};
 use crate::storage::Storage;
@@ -193,8 +194,10 @@ impl Kv {
 
     /// [`Kv::load`] of the key whose storage key is `skey`.
     pub(crate) fn load_at(&self, skey: &[u8], now: u64, txn: &Txn) -> Result<Entry, RushError> {
-        txn.read(skey, |raw| entry_of(raw, now, |v| v.slice(value::HEADER..)))
-            .map_err(storage_error)?
+        txn.read(skey, |raw| {
+            entry_of(raw, now, |v| v.slice_from(value::HEADER))
+        })
+        .map_err(storage_error)?
     }
 
     /// The live hash at `key`, if there is one; WRONG_TYPE on a string.
@@ -279,14 +282,14 @@ impl Kv {
 /// place; a string's value is `string` of the whole stored value (its
 /// bytes start at `value::HEADER`).
 pub(crate) fn entry_of<S>(
-    raw: Option<&Bytes>,
+    raw: Option<ValueRef<'_>>,
     now: u64,
-    string: impl FnOnce(&Bytes) -> S,
+    string: impl FnOnce(ValueRef<'_>) -> S,
 ) -> Result<Entry<S>, RushError> {
     let Some(raw) = raw else {
         return Ok(Entry::Missing);
     };
-    let stored = Stored::decode(raw).map_err(|e| RushError::internal(e.to_string()))?;
+    let stored = Stored::decode(&raw).map_err(|e| RushError::internal(e.to_string()))?;
     if !stored.is_live(now) {
         return Ok(Entry::Missing);
     }

@@ -37,8 +37,9 @@
 //! insert or a hit is one probe (two tables cost two on each insert and
 //! each miss: bench/results/NOTES.md).
 
+use crate::storage::inline::{self, Held, ValueRef};
+use crate::storage::keys;
 use crate::storage::keys::{Key, INLINE_KEY};
-use crate::storage::{inline, keys};
 use bytes::Bytes;
 use hashbrown::hash_table::Entry;
 use hashbrown::{DefaultHashBuilder, HashTable};
@@ -57,10 +58,6 @@ const SLOT_BYTES: usize = std::mem::size_of::<(Key, Row)>() + 1;
 /// 768 MiB, two shards' tables took 187 MiB where the cache counted 60,
 /// bench/results/NOTES.md.)
 const ENTRY_OVERHEAD: usize = SLOT_BYTES * 9 / 4;
-
-/// What a value costs beyond its bytes: its reference count and length
-/// (`storage::inline`), and the allocator's rounding to a size class.
-const VALUE_OVERHEAD: usize = inline::HEAD + 12;
 
 /// The entry size the table is reserved for at first. Growing a table from
 /// empty rehashes every entry at each doubling and faults in fresh pages,
@@ -85,7 +82,7 @@ const YOUNG: (usize, usize) = (1, 5);
 pub const CLEAN: u32 = 0;
 
 struct Row {
-    value: Option<Bytes>,
+    value: Option<Held>,
     /// The generation that last used it.
     generation: u32,
     /// The run that writes this value back ([`CLEAN`]: none); dirty while
@@ -118,10 +115,11 @@ pub struct RowCache {
     pub misses: u64,
 }
 
-/// What a row is charged: its slot, a key too long to sit in it, its value.
-fn size(key: &[u8], value: &Option<Bytes>) -> usize {
+/// What a row is charged: its slot, a key too long to sit in it, a value
+/// too long to sit in it.
+fn size(key: &[u8], value: &Option<Held>) -> usize {
     let spilled = if key.len() > INLINE_KEY { key.len() } else { 0 };
-    ENTRY_OVERHEAD + spilled + value.as_ref().map_or(0, |v| v.len() + VALUE_OVERHEAD)
+    ENTRY_OVERHEAD + spilled + value.as_ref().map_or(0, Held::outside)
 }
 
 impl RowCache {
@@ -193,9 +191,11 @@ impl RowCache {
     /// same hash loads (its first two cache lines): call it once that row
     /// has had time to arrive, since it reads the row to find the value.
     ///
-    /// A row holds its value behind a pointer, so a read that found its row
-    /// in the cache still waited for the value's bytes: a tenth of a kv-incr
-    /// profile, on the load of the value's header (bench/results/NOTES.md).
+    /// A row holds a value longer than [`inline::SMALL`] behind a
+    /// pointer, so a read that found its row in the cache still waited for
+    /// the value's bytes: a tenth of a kv-incr profile, on the load of the
+    /// value's header (bench/results/NOTES.md), before short values were
+    /// held in the row itself.
     /// A key too long to sit in its row (a user's book under a policy,
     /// often) is loaded too: the probe compares it.
     #[inline]
@@ -209,7 +209,7 @@ impl RowCache {
             if key.spilled() {
                 prefetch(key.as_ptr());
             }
-            if let Some(v) = &row.value {
+            if let Some(Held::Shared(v)) = &row.value {
                 // The reference count a read's clone updates sits right
                 // before an inline value (`storage::inline`).
                 prefetch(v.as_ptr().wrapping_sub(inline::HEAD));
@@ -238,7 +238,7 @@ impl RowCache {
     /// `Some(value)` when the key's committed value (or its absence) is known.
     #[inline]
     pub fn get(&mut self, key: &[u8]) -> Option<Option<Bytes>> {
-        self.get_with(key, |v| v.cloned()).ok()
+        self.get_with(key, |v| v.map(ValueRef::to_bytes)).ok()
     }
 
     /// `f` of the key's committed value (`None`: absent) when it is known,
@@ -247,7 +247,7 @@ impl RowCache {
     /// a clone and its drop are two atomic operations on a line the commit
     /// then updates again (bench/results/NOTES.md).
     #[inline]
-    pub fn get_with<R, F: FnOnce(Option<&Bytes>) -> R>(
+    pub fn get_with<R, F: FnOnce(Option<ValueRef<'_>>) -> R>(
         &mut self,
         key: &[u8],
         f: F,
@@ -261,7 +261,7 @@ impl RowCache {
             return Err(f);
         };
         self.hits += 1;
-        let out = f(row.value.as_ref());
+        let out = f(row.value.as_ref().map(Held::view));
         if row.generation != self.young {
             row.generation = self.young;
             let n = size(key, &row.value);
@@ -277,7 +277,7 @@ impl RowCache {
     pub fn peek(&self, hash: u64, key: &[u8]) -> Option<Option<Bytes>> {
         self.rows
             .find(hash, |(k, _)| k.as_slice() == key)
-            .map(|(_, row)| row.value.clone())
+            .map(|(_, row)| row.value.as_ref().map(|v| v.view().to_bytes()))
     }
 
     /// Where run `run` holds `key`'s write, if it does (the row is read:
@@ -291,6 +291,7 @@ impl RowCache {
 
     /// Remember a key's value as RocksDB holds it (`None`: absent).
     pub fn insert(&mut self, key: &[u8], value: Option<Bytes>) {
+        let value = value.map(Held::new);
         let n = size(key, &value);
         if n > self.cap / 16 {
             // Not cached (too big to be worth it, or no cache at all): make
@@ -342,6 +343,7 @@ impl RowCache {
         place: impl FnOnce(&[u8], Option<&[u8]>, Option<u32>) -> u32,
     ) {
         debug_assert!(run > self.landed);
+        let value = value.map(Held::new);
         let n = size(key, &value);
         let young = self.young;
         // A key written once and seldom read joins the old generation.
@@ -351,7 +353,7 @@ impl RowCache {
             Entry::Occupied(mut e) => {
                 let row = &mut e.get_mut().1;
                 let held = (row.run == run).then_some(row.index);
-                let index = place(key, value.as_deref(), held);
+                let index = place(key, value.as_ref().map(Held::bytes), held);
                 row.index = index;
                 row.run = run;
                 let was = (size(key, &row.value), row.generation == young);
@@ -360,7 +362,7 @@ impl RowCache {
                 self.forget(was.0, was.1);
             }
             Entry::Vacant(e) => {
-                let index = place(key, value.as_deref(), None);
+                let index = place(key, value.as_ref().map(Held::bytes), None);
                 let row = Row {
                     value,
                     generation,
@@ -400,7 +402,7 @@ impl RowCache {
             }
             Entry::Vacant(e) => {
                 // (Never: a dirty row stays until its run lands.)
-                let value = value.map(inline::copy);
+                let value = value.map(Held::copy);
                 let row = Row {
                     generation: self.young,
                     run,
@@ -600,7 +602,10 @@ mod tests {
     #[test]
     fn a_working_set_under_four_fifths_of_the_budget_stays_whole() {
         let cap = 100 * 1024;
-        let entry = size(&0u32.to_be_bytes(), &Some(Bytes::from(vec![0; 36])));
+        let entry = size(
+            &0u32.to_be_bytes(),
+            &Some(Held::new(Bytes::from(vec![0; 36]))),
+        );
         let keys = (cap * 3 / 4 / entry) as u32;
         let mut c = RowCache::new(cap, 0);
         for i in 0..keys {
@@ -644,9 +649,11 @@ mod tests {
                 .rows
                 .iter()
                 .map(|(_, r)| {
-                    r.value
-                        .as_ref()
-                        .map_or(0, |v| (v.len() + inline::HEAD).next_multiple_of(16))
+                    match &r.value {
+                        Some(Held::Shared(v)) => (v.len() + inline::HEAD).next_multiple_of(16),
+                        // In the row: its slot is the table's.
+                        Some(Held::Small { .. }) | None => 0,
+                    }
                 })
                 .sum();
             let real = c.rows.allocation_size() + values;
@@ -695,7 +702,7 @@ mod tests {
     #[test]
     fn bytes_follow_replacements_removals_and_aging() {
         let mut c = RowCache::new(64 * 1024, 0);
-        let entry = |k: &[u8], v: usize| size(k, &Some(Bytes::from(vec![0; v])));
+        let entry = |k: &[u8], v: usize| size(k, &Some(Held::new(Bytes::from(vec![0; v]))));
         c.insert(b"a", Some(Bytes::from(vec![0; 10])));
         c.insert(b"b", None);
         assert_eq!(c.charged(), entry(b"a", 10) + size(b"b", &None));

@@ -15,9 +15,10 @@
 use super::pending::Pending;
 use super::rows::RowCache;
 use super::write_back::Writer;
+use crate::storage::inline::{self, ValueRef};
 use crate::storage::keys::Key;
 use crate::storage::merge::merge;
-use crate::storage::{inline, Storage, StorageError, WriteBatch};
+use crate::storage::{Storage, StorageError, WriteBatch};
 use bytes::Bytes;
 use hashbrown::HashMap;
 use std::cell::RefCell;
@@ -331,7 +332,7 @@ impl<'s> Txn<'s> {
     /// Read a key as this request sees it. The value is shared, not copied
     /// (a hot key's read is a reference count).
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
-        self.read(key, |v| v.cloned())
+        self.read(key, |v| v.map(ValueRef::to_bytes))
     }
 
     /// `f` of `key`'s value as [`Txn::get`] finds it, read in place when
@@ -341,29 +342,34 @@ impl<'s> Txn<'s> {
     pub fn read<R>(
         &self,
         key: &[u8],
-        f: impl FnOnce(Option<&Bytes>) -> R,
+        f: impl FnOnce(Option<ValueRef<'_>>) -> R,
     ) -> Result<R, StorageError> {
         if let Some((_, v)) = self.staged.iter().rev().find(|(k, _)| **k == *key) {
-            return Ok(f(v.as_ref()));
+            return Ok(f(v.as_ref().map(ValueRef::Shared)));
         }
         if let Some(v) = self.applied.get(key) {
-            return Ok(f(v.as_ref()));
+            return Ok(f(v.as_ref().map(ValueRef::Shared)));
         }
         if let Some(operand) = self.merges.get(key) {
             let base = self.get_committed(key)?;
-            return Ok(f(Some(&merge(base.as_deref(), operand).into())));
+            let whole = Bytes::from(merge(base.as_deref(), operand));
+            return Ok(f(Some(ValueRef::Shared(&whole))));
         }
         let f = match self.get_cached(key, f) {
             Ok(r) => return Ok(r),
             Err(f) => f,
         };
-        Ok(f(self.get_uncached(key)?.as_ref()))
+        Ok(f(self.get_uncached(key)?.as_ref().map(ValueRef::Shared)))
     }
 
     /// `f` of `key`'s row in the row cache (pending writes included), if
     /// it has one, reading the keys noted ahead with it when it has none;
     /// `f` back when it still has none.
-    fn get_cached<R, F: FnOnce(Option<&Bytes>) -> R>(&self, key: &[u8], f: F) -> Result<R, F> {
+    fn get_cached<R, F: FnOnce(Option<ValueRef<'_>>) -> R>(
+        &self,
+        key: &[u8],
+        f: F,
+    ) -> Result<R, F> {
         let Some(rows) = &self.rows else {
             return Err(f);
         };
@@ -380,7 +386,7 @@ impl<'s> Txn<'s> {
     /// A key as the group's commit finds it: in the row cache (pending
     /// writes included) or in RocksDB.
     fn get_committed(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
-        match self.get_cached(key, |v| v.cloned()) {
+        match self.get_cached(key, |v| v.map(ValueRef::to_bytes)) {
             Ok(v) => Ok(v),
             Err(_) => self.get_uncached(key),
         }

@@ -329,8 +329,9 @@ impl<'s> Txn<'s> {
         self.storage
     }
 
-    /// Read a key as this request sees it. The value is shared, not copied
-    /// (a hot key's read is a reference count).
+    /// Read a key as this request sees it. A value longer than
+    /// [`inline::SMALL`] is shared, not copied (a hot key's read is a
+    /// reference count); a shorter one is copied out of its row.
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
         self.read(key, |v| v.map(ValueRef::to_bytes))
     }

@@ -1,7 +1,9 @@
-//! Values whose reference count sits in the same allocation as their bytes.
+//! Values whose reference count sits in the same allocation as their bytes,
+//! and values short enough to sit in a row of the row cache ([`Held`]).
 //!
-//! A row of the shard's row cache holds its value as [`Bytes`], and every
-//! read of the row clones it (the answer outlives the row's borrow). A
+//! A row of the shard's row cache holds a value longer than [`SMALL`]
+//! bytes as [`Bytes`], and a read that needs it whole clones it (the answer
+//! outlives the row's borrow). A
 //! `Bytes` made from a `Vec` keeps its count in a box allocated apart from
 //! the bytes at the first clone, so a read that found its row and its
 //! value's bytes already loaded (the shard prefetches both ahead of the
@@ -108,6 +110,10 @@ pub enum Held {
     Shared(Bytes),
 }
 
+/// What a shared value takes beyond its bytes: its reference count and
+/// length ([`HEAD`]), and the allocator's rounding to a size class.
+const SHARED_OVERHEAD: usize = HEAD + 12;
+
 // A row's value takes what a shared one and its variant's tag take.
 const _: () = assert!(std::mem::size_of::<Option<Held>>() == 40);
 
@@ -154,10 +160,7 @@ impl Held {
     /// The value's bytes.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
-        match self {
-            Held::Small { len, bytes } => &bytes[..*len as usize],
-            Held::Shared(b) => b,
-        }
+        self.view().into_slice()
     }
 
     /// The bytes the value takes outside the row: none when it is in
@@ -166,7 +169,7 @@ impl Held {
     pub fn outside(&self) -> usize {
         match self {
             Held::Small { .. } => 0,
-            Held::Shared(b) => b.len() + HEAD + 12,
+            Held::Shared(b) => b.len() + SHARED_OVERHEAD,
         }
     }
 }
@@ -179,7 +182,16 @@ pub enum ValueRef<'a> {
     Shared(&'a Bytes),
 }
 
-impl ValueRef<'_> {
+impl<'a> ValueRef<'a> {
+    /// The value's bytes, borrowed for as long as the value is.
+    #[inline]
+    pub fn into_slice(self) -> &'a [u8] {
+        match self {
+            ValueRef::Small(v) => v,
+            ValueRef::Shared(b) => b,
+        }
+    }
+
     /// The value as `Bytes`: shared when it is, else a copy.
     #[inline]
     pub fn to_bytes(self) -> Bytes {
@@ -204,10 +216,7 @@ impl std::ops::Deref for ValueRef<'_> {
 
     #[inline]
     fn deref(&self) -> &[u8] {
-        match self {
-            ValueRef::Small(v) => v,
-            ValueRef::Shared(b) => b,
-        }
+        self.into_slice()
     }
 }
 

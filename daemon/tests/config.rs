@@ -31,6 +31,10 @@ fn example_config_states_the_defaults() {
         c.server.transparent_huge_pages,
         d.server.transparent_huge_pages
     );
+    assert_eq!(
+        c.server.yield_before_sleep_pct,
+        d.server.yield_before_sleep_pct
+    );
     assert_eq!(c.storage.data_dir, d.storage.data_dir);
     assert_eq!(c.storage.queue_depth, d.storage.queue_depth);
     assert_eq!(c.storage.row_cache_mb, d.storage.row_cache_mb);
@@ -302,6 +306,14 @@ fn unknown_keys_and_bad_values_are_refused() {
     let c = Config::from_toml("[server]\nlisten_backlog = 0\n", p).unwrap();
     let e = c.validate().unwrap_err().to_string();
     assert!(e.contains("listen_backlog"), "{e}");
+    let c = Config::from_toml("[server]\nyield_before_sleep_pct = 101\n", p).unwrap();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("yield_before_sleep_pct must be at most 100"),
+        "{e}"
+    );
+    let c = Config::from_toml("[server]\nyield_before_sleep_pct = 300\n", p);
+    assert!(c.is_err(), "not a percent that fits");
     let c = Config::from_toml("[storage]\nkv_durability = \"sometimes\"\n", p);
     assert!(c.is_err());
     let e = Config::from_toml("[storage]\ncommit = \"later\"\n", p).unwrap_err();

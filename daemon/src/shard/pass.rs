@@ -13,7 +13,9 @@
 //! - `conns`: connections arriving, moving to another shard (SHARD_BIND),
 //!   timing out and leaving;
 //! - `bookkeeping`: the loop's per-pass lists and budgets, and answers into
-//!   a connection's buffers.
+//!   a connection's buffers;
+//! - `idle`: waiting for the next pass (yielding the core a little after a
+//!   busy pass, before sleeping).
 //!
 //! All of it is inherent methods of [`Shard`] and [`Loop`] on the shard
 //! thread: the split adds no indirection and no allocation to the hot path.
@@ -21,6 +23,7 @@
 mod bookkeeping;
 mod conns;
 mod execute;
+mod idle;
 mod read;
 mod write;
 
@@ -136,6 +139,8 @@ pub(crate) struct Loop {
     /// argument as its request's body begins, a forwarded request encoded.
     ahead_body: bytes::BytesMut,
     executed: usize,
+    /// How the shard waits for its next pass.
+    idle: idle::Idle,
     /// Requests run this pass per lane (they wait for its commit), for
     /// admission control.
     lane_counts: HashMap<u64, usize>,
@@ -169,7 +174,7 @@ impl Shard {
         let mut events = mio::Events::with_capacity(1024);
         loop {
             let timeout = self.poll_timeout();
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+            if let Err(e) = self.io.idle.wait(&mut self.poll, &mut events, timeout) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     tracing::error!(shard = self.id, error = %e, "polling failed");
                     std::thread::sleep(Duration::from_millis(10));
@@ -195,9 +200,11 @@ impl Shard {
                 }
             }
             self.mailbox.rearm();
+            let started = Instant::now();
             if self.pass() {
                 break;
             }
+            self.io.idle.after_pass(self.io.executed, started.elapsed());
         }
         tracing::debug!(shard = self.id, "shard stopped");
     }

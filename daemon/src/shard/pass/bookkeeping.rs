@@ -47,6 +47,7 @@ impl Loop {
             ahead_key: Vec::new(),
             ahead_body: bytes::BytesMut::new(),
             executed: 0,
+            idle: super::idle::Idle::new(s.yield_before_sleep_pct),
             lane_counts: HashMap::new(),
             more_mail: false,
             tick_waiters: Vec::new(),

@@ -19,6 +19,7 @@
 //! once either (no avalanche onto storage).
 
 use crate::metrics::local::Counter as IntCounter;
+use crate::shard::rows::{likely, prefetch, CtrlAt};
 use crate::storage::keys::CatalogKey;
 use bytes::Bytes;
 use hashbrown::HashTable;
@@ -145,6 +146,8 @@ pub struct Entry {
 
 pub struct HotCache {
     index: HashTable<u32>,
+    /// Where the index's control bytes are, for [`HotCache::prefetch_index`].
+    ctrl: CtrlAt,
     slab: Vec<Option<Entry>>,
     free: Vec<u32>,
     hand: usize,
@@ -164,6 +167,7 @@ impl HotCache {
     pub fn new(budget: usize, ttl_ms: u64, jitter: f64, evictions: IntCounter) -> HotCache {
         HotCache {
             index: HashTable::new(),
+            ctrl: CtrlAt::default(),
             slab: Vec::new(),
             free: Vec::new(),
             hand: 0,
@@ -196,6 +200,41 @@ impl HotCache {
                 slab[i as usize].as_ref().is_some_and(|e| e.key.is(item))
             })
             .copied()
+    }
+
+    /// Start loading the index's control bytes a lookup of `hash` reads
+    /// first. The three `prefetch_*`/[`HotCache::likely`] steps load, each
+    /// once the step before has had time to arrive, what a hit waits for
+    /// otherwise: the index, the entry, the cached value (their misses came
+    /// one after another, a sixth of a catalog-zipf profile:
+    /// bench/results/NOTES.md).
+    #[inline]
+    pub fn prefetch_index(&mut self, hash: u64) {
+        self.ctrl.prefetch(&self.index, hash);
+    }
+
+    /// Start loading the entry a lookup of `hash` most likely ends at
+    /// (reads the index).
+    #[inline]
+    pub fn prefetch_entry(&self, hash: u64) {
+        if let Some(e) = likely(&self.index, hash).and_then(|&i| self.slab.get(i as usize)) {
+            let at = std::ptr::from_ref(e).cast::<u8>();
+            let size = std::mem::size_of::<Option<Entry>>();
+            prefetch(at);
+            prefetch(at.wrapping_add(size / 2));
+            prefetch(at.wrapping_add(size - 1));
+        }
+    }
+
+    /// The value of the entry a lookup of `hash` most likely ends at,
+    /// whether live or not and whatever its key (reads the index and the
+    /// entry): only to start loading what the value points at.
+    #[inline]
+    pub fn likely(&self, hash: u64) -> Option<&Cached> {
+        likely(&self.index, hash)
+            .and_then(|&i| self.slab.get(i as usize))
+            .and_then(|e| e.as_ref())
+            .map(|e| &e.value)
     }
 
     /// The live entry for `item`, marked as recently used, by its position
@@ -366,6 +405,38 @@ mod tests {
     fn h(s: &str) -> u64 {
         use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
         BuildHasherDefault::<DefaultHasher>::default().hash_one(s)
+    }
+
+    /// What the look-ahead loads: the value a lookup of the hash would
+    /// find, among many entries (the index grows under it) and after the
+    /// entry is replaced or removed.
+    #[test]
+    fn likely_is_the_value_a_lookup_finds() {
+        let mut c = HotCache::new(1 << 20, 1_000, 0.0, counter());
+        let names: Vec<String> = (0..500).map(|i| format!("o{i}")).collect();
+        for (i, n) in names.iter().enumerate() {
+            c.prefetch_index(h(n));
+            assert!(c.insert(h(n), Item::Owner(n.as_bytes()), recs(1 + i % 3), 0, 0));
+        }
+        // The first entry whose 7-bit control tag matches: now and then
+        // another one (the lookup then reads on).
+        let mut right = 0;
+        for (i, n) in names.iter().enumerate() {
+            c.prefetch_index(h(n));
+            c.prefetch_entry(h(n));
+            let Some(Cached::Records(r)) = c.likely(h(n)) else {
+                panic!("{n}: no likely value");
+            };
+            right += usize::from(r.len() == 1 + i % 3);
+        }
+        assert!(right >= 480, "{right} of 500 right");
+        assert!(c.insert(h("o7"), Item::Owner(b"o7"), recs(5), 0, 0));
+        assert!(matches!(c.likely(h("o7")), Some(Cached::Records(r)) if r.len() == 5));
+        c.retain(|item| item != Item::Owner(b"o7"));
+        assert!(!matches!(c.likely(h("o7")), Some(Cached::Records(r)) if r.len() == 5));
+        c.clear();
+        assert!(c.likely(h("o8")).is_none());
+        c.prefetch_index(h("o8"));
     }
 
     #[test]

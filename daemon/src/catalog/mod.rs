@@ -76,13 +76,17 @@ use crate::services::Registration;
 use crate::shard::service::{Ahead, Cx, ShardService};
 use crate::shard::txn::Txn;
 use crate::storage::Storage;
-use cache::{HotCache, Item};
+use cache::{Cached, HotCache, Item};
 use prometheus::IntGauge;
 use rebuild::Rebuild;
 use rush_protocol::cmd::*;
 use rush_protocol::{ErrorCode, Opcode, Reply, Request, RushError, Service};
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::Arc;
+
+/// Most queries noted between a look-ahead's start and its end (the shard
+/// looks at fewer at a time; this only bounds the note).
+const AHEAD: usize = 32;
 
 pub const REGISTRATION: Registration = Registration {
     service: Service::Catalog,
@@ -99,17 +103,44 @@ pub const REGISTRATION: Registration = Registration {
 };
 
 impl ShardService for Catalog {
-    /// A query's owner: the filter's lines for it are loaded while the
-    /// requests ahead of it run (its probe waited for memory otherwise;
-    /// bench/results/NOTES.md). Catalog reads no row of the row cache.
-    fn prefetch_key(&self, opcode: Opcode, body: &[u8], _key: &mut Vec<u8>) -> Ahead {
-        if opcode == Opcode::CatalogQuery && self.bloom_ready {
-            if let Some(owner) = rush_protocol::codec::peek_lp(body) {
-                self.bloom
-                    .prefetch(hash_item(&self.hasher, Item::Owner(owner)));
+    /// A query's owner: the filter's lines for it and the hot cache's
+    /// index are loaded while the requests ahead of it run (its probes
+    /// waited for memory otherwise; bench/results/NOTES.md), and its hash
+    /// noted for [`ShardService::look_ahead_done`]. Catalog reads no row of
+    /// the row cache.
+    fn prefetch_key(&mut self, opcode: Opcode, body: &[u8], _key: &mut Vec<u8>) -> Ahead {
+        if opcode != Opcode::CatalogQuery || self.ahead.len() >= AHEAD {
+            return Ahead::No;
+        }
+        if let Some(owner) = rush_protocol::codec::peek_lp(body) {
+            let hash = hash_item(&self.hasher, Item::Owner(owner));
+            if self.bloom_ready {
+                self.bloom.prefetch(hash);
             }
+            self.cache.prefetch_index(hash);
+            self.ahead.push(hash);
         }
         Ahead::No
+    }
+
+    /// With the filter and index lines of the queries noted on their way:
+    /// the entries the filter lets through, then, with those on their way,
+    /// the records they hold.
+    fn look_ahead_done(&mut self) {
+        if self.ahead.is_empty() {
+            return;
+        }
+        let (bloom, ready) = (&self.bloom, self.bloom_ready);
+        self.ahead.retain(|&h| !ready || bloom.contains(h));
+        for &h in &self.ahead {
+            self.cache.prefetch_entry(h);
+        }
+        for &h in &self.ahead {
+            if let Some(Cached::Records(records)) = self.cache.likely(h) {
+                stored::prefetch_records(records);
+            }
+        }
+        self.ahead.clear();
     }
 
     fn open(&mut self, storage: &Storage) {
@@ -197,6 +228,9 @@ pub struct Catalog {
     stale: u64,
     rebuild: Option<Rebuild>,
     cache: HotCache,
+    /// Hashes of the queries [`ShardService::prefetch_key`] looked at,
+    /// until [`ShardService::look_ahead_done`].
+    ahead: Vec<u64>,
     shed: ShedMode,
     /// Requests queued behind the current group (auto shedding).
     queue_depth: usize,
@@ -288,6 +322,7 @@ impl Catalog {
             stale: 0,
             rebuild: None,
             cache,
+            ahead: Vec::with_capacity(AHEAD),
             shed: cfg.shed.into(),
             queue_depth: 0,
             group: 0,

@@ -110,7 +110,7 @@ impl ShardService for Envelopes {
     /// their row-cache row is loaded ahead (envelopes-held at 1M: 17.95 →
     /// 17.40 µs/op, 4 of 4 rounds; reading the lacking books in one batch
     /// with `Ahead::Read` did not pay, as for other keys that are present).
-    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
+    fn prefetch_key(&mut self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
         if opcode != Opcode::EnvelopeGrab {
             return Ahead::No;
         }

@@ -125,7 +125,7 @@ impl ShardService for Kv {
     /// GET and INCRBY read their key first (a SET only writes it; the
     /// commit prefetches its rows itself). INCRBY and SET look their key
     /// up in the filter of keys the shard holds: its lines are loaded here.
-    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
+    fn prefetch_key(&mut self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
         if !matches!(opcode, Opcode::Get | Opcode::IncrBy | Opcode::Set) {
             return Ahead::No;
         }

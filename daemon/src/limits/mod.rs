@@ -150,7 +150,7 @@ impl Limits {
 
 impl ShardService for Limits {
     /// An acquire reads the user's book under the policy first.
-    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
+    fn prefetch_key(&mut self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
         use rush_protocol::codec::split_lp;
         if opcode != Opcode::LimitAcquire {
             return Ahead::No;

@@ -103,7 +103,7 @@ impl ShardService for Links {
     }
 
     /// A resolve reads its link first.
-    fn prefetch_key(&self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
+    fn prefetch_key(&mut self, opcode: Opcode, body: &[u8], key: &mut Vec<u8>) -> Ahead {
         if opcode != Opcode::LinkResolve {
             return Ahead::No;
         }

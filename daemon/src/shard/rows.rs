@@ -102,9 +102,8 @@ pub struct RowCache {
     min_generation: usize,
     rows: HashTable<(Key, Row)>,
     hasher: DefaultHashBuilder,
-    /// Where the table's control bytes start and how many buckets it has,
-    /// for [`RowCache::prefetch_group`] (found again when the table grows).
-    ctrl: (usize, usize),
+    /// Where the table's control bytes are, for [`RowCache::prefetch_group`].
+    ctrl: CtrlAt,
     /// The young generation's number (the old one is the one before).
     young: u32,
     young_bytes: usize,
@@ -147,27 +146,10 @@ impl RowCache {
     /// (control bytes, then the row), a tenth of a kv-set profile
     /// (bench/results/NOTES.md). Callers prefetch a few keys ahead — the
     /// control bytes of one, [`RowCache::prefetch_row`] of a nearer one —
-    /// so the misses overlap. The address is worked out from the table's
-    /// layout (rows below the control bytes, the probe starting at
-    /// `hash & (buckets - 1)`); a prefetch never faults, so were the layout
-    /// ever different, this would only cost the instruction.
+    /// so the misses overlap.
     #[inline]
     pub fn prefetch_group(&mut self, hash: u64) {
-        let buckets = self.rows.num_buckets();
-        if self.rows.is_empty() {
-            return;
-        }
-        if self.ctrl.1 != buckets {
-            let Some(i) = self.rows.iter_buckets().next() else {
-                return;
-            };
-            let row = self.rows.get_bucket(i).expect("an occupied bucket") as *const (Key, Row);
-            self.ctrl = (
-                (row as usize).wrapping_add((i + 1) * std::mem::size_of::<(Key, Row)>()),
-                buckets,
-            );
-        }
-        prefetch(self.ctrl.0.wrapping_add(hash as usize & (buckets - 1)) as *const u8);
+        self.ctrl.prefetch(&self.rows, hash);
     }
 
     /// Start loading the row a probe for `hash` most likely ends at (the
@@ -175,12 +157,7 @@ impl RowCache {
     /// it a few keys after [`RowCache::prefetch_group`] of the same hash.
     #[inline]
     pub fn prefetch_row(&self, hash: u64) {
-        if let Some(row) = self
-            .rows
-            .iter_hash_buckets(hash)
-            .next()
-            .and_then(|i| self.rows.get_bucket(i))
-        {
+        if let Some(row) = likely(&self.rows, hash) {
             let at = row as *const (Key, Row) as *const u8;
             prefetch(at);
             prefetch(at.wrapping_add(64));
@@ -200,12 +177,7 @@ impl RowCache {
     /// often) is loaded too: the probe compares it.
     #[inline]
     pub fn prefetch_value(&self, hash: u64) {
-        if let Some((key, row)) = self
-            .rows
-            .iter_hash_buckets(hash)
-            .next()
-            .and_then(|i| self.rows.get_bucket(i))
-        {
+        if let Some((key, row)) = likely(&self.rows, hash) {
             if key.spilled() {
                 prefetch(key.as_ptr());
             }
@@ -562,6 +534,52 @@ pub(crate) fn prefetch(at: *const u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = at;
+}
+
+/// Where a [`HashTable`]'s control bytes start, so that the group of them a
+/// probe for a hash reads first can be loaded ahead of the probe
+/// ([`CtrlAt::prefetch`]). The address is worked out from the table's
+/// layout (entries below the control bytes, the probe starting at
+/// `hash & (buckets - 1)`) and found again when the table grows; a prefetch
+/// never faults, so were the layout ever different, this would only cost
+/// the instruction.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct CtrlAt {
+    at: usize,
+    buckets: usize,
+}
+
+impl CtrlAt {
+    /// Start loading the control bytes a probe of `table` for `hash` reads
+    /// first.
+    #[inline]
+    pub fn prefetch<T>(&mut self, table: &HashTable<T>, hash: u64) {
+        if table.is_empty() {
+            return;
+        }
+        let buckets = table.num_buckets();
+        if self.buckets != buckets {
+            let Some(i) = table.iter_buckets().next() else {
+                return;
+            };
+            let entry = std::ptr::from_ref(table.get_bucket(i).expect("an occupied bucket"));
+            self.at = (entry as usize).wrapping_add((i + 1) * std::mem::size_of::<T>());
+            self.buckets = buckets;
+        }
+        prefetch(self.at.wrapping_add(hash as usize & (buckets - 1)) as *const u8);
+    }
+}
+
+/// The entry a probe of `table` for `hash` most likely ends at: the first
+/// whose control byte matches. Reads the control bytes, not the entries:
+/// for loading an entry ahead of its probe, once [`CtrlAt::prefetch`] of
+/// the hash has had time to arrive.
+#[inline]
+pub(crate) fn likely<T>(table: &HashTable<T>, hash: u64) -> Option<&T> {
+    table
+        .iter_hash_buckets(hash)
+        .next()
+        .and_then(|i| table.get_bucket(i))
 }
 
 #[cfg(test)]

@@ -103,9 +103,16 @@ pub trait ShardService: Send {
     /// would begin, or a forwarded request encoded again. A hint:
     /// [`Ahead::No`] (the default) for requests not worth it; a wrong key
     /// costs only a prefetch (or a read).
-    fn prefetch_key(&self, _opcode: Opcode, _body: &[u8], _key: &mut Vec<u8>) -> Ahead {
+    fn prefetch_key(&mut self, _opcode: Opcode, _body: &[u8], _key: &mut Vec<u8>) -> Ahead {
         Ahead::No
     }
+
+    /// The shard has looked at every request of a read buffer (or a
+    /// forwarded batch) with [`ShardService::prefetch_key`], and runs them
+    /// next: a service that started loading its keys' first lines there can
+    /// load what those lines point at now, while they arrive together
+    /// instead of one request at a time.
+    fn look_ahead_done(&mut self) {}
 
     /// A group starts: `backlog` requests wait behind it.
     fn begin_group(&mut self, _backlog: usize) {}

@@ -155,7 +155,7 @@ impl Shard {
         } = self;
         io.ahead_hashes.clear();
         txn.forget_expected();
-        let note = |op: Opcode, body: &[u8], key: &mut Vec<u8>, hashes: &mut Vec<u64>| {
+        let mut note = |op: Opcode, body: &[u8], key: &mut Vec<u8>, hashes: &mut Vec<u64>| {
             let Some(i) = by_service[crate::shard::service_index(op.service())] else {
                 return;
             };
@@ -222,6 +222,9 @@ impl Shard {
         }
         if io.ahead_hashes.len() >= 2 {
             txn.prefetch_rows(&io.ahead_hashes);
+        }
+        for s in services.iter_mut() {
+            s.look_ahead_done();
         }
     }
 

@@ -185,6 +185,11 @@ impl HotCache {
         self.bytes
     }
 
+    /// The longest value an entry can hold (larger ones are not cached).
+    pub fn largest(&self) -> usize {
+        self.max_entry.saturating_sub(ENTRY_OVERHEAD)
+    }
+
     pub fn len(&self) -> usize {
         self.index.len()
     }

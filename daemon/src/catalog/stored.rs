@@ -78,15 +78,24 @@ fn payload_len(value: &[u8]) -> usize {
 
 impl Catalog {
     /// Read an item from storage (through the group, so earlier writes of
-    /// this group are seen).
+    /// this group are seen). The row cache keeps only what the hot cache
+    /// can't: the hot cache holds the item's answer once a query caches
+    /// it, and a copy in the row cache was almost never read (3.6 % of the
+    /// catalog's storage reads, bench/results/NOTES.md).
     pub(super) fn load(&self, item: Item, txn: &Txn) -> Result<Cached, RushError> {
         match item {
-            Item::Owner(owner) => match txn.get(&owner_key(owner)).map_err(storage_error)? {
+            Item::Owner(owner) => match txn
+                .get_uncaching(&owner_key(owner), self.cache.largest())
+                .map_err(storage_error)?
+            {
                 None => Ok(Cached::Records(RecordSet::default())),
                 Some(raw) => decode_records(raw).map(Cached::Records),
             },
             Item::Alias { kind: k, alias } => {
-                match txn.get(&alias_key(k, alias)).map_err(storage_error)? {
+                match txn
+                    .get_uncaching(&alias_key(k, alias), self.cache.largest())
+                    .map_err(storage_error)?
+                {
                     None => Ok(Cached::Alias(None)),
                     Some(raw) => {
                         let stored = Stored::decode(&raw).map_err(corrupt)?;

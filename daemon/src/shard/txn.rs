@@ -174,6 +174,24 @@ impl Finished {
     }
 }
 
+/// Which values read from RocksDB the row cache keeps.
+#[derive(Clone, Copy)]
+enum Keep {
+    Always,
+    /// Only values longer than this (not absences).
+    Over(usize),
+}
+
+impl Keep {
+    #[inline]
+    fn wants(self, v: &Option<Bytes>) -> bool {
+        match self {
+            Keep::Always => true,
+            Keep::Over(n) => v.as_ref().is_some_and(|v| v.len() > n),
+        }
+    }
+}
+
 impl<'s> Txn<'s> {
     pub fn new(storage: &'s Storage, shard: usize) -> Self {
         Txn {
@@ -336,6 +354,19 @@ impl<'s> Txn<'s> {
         self.read(key, |v| v.map(ValueRef::to_bytes))
     }
 
+    /// As [`Txn::get`], but a value read from RocksDB is kept in the row
+    /// cache only when longer than `cached_up_to` bytes: for a service that
+    /// caches what it reads itself up to that length (the catalog's hot
+    /// cache), whose second copy the row cache would hold for nothing
+    /// (bench/results/NOTES.md).
+    pub fn get_uncaching(
+        &self,
+        key: &[u8],
+        cached_up_to: usize,
+    ) -> Result<Option<Bytes>, StorageError> {
+        self.read_keeping(key, Keep::Over(cached_up_to), |v| v.map(ValueRef::to_bytes))
+    }
+
     /// `f` of `key`'s value as [`Txn::get`] finds it, read in place when
     /// the group or the row cache holds it (no clone: see
     /// [`RowCache::get_with`]). `f` is given the value only: it can't read
@@ -343,6 +374,18 @@ impl<'s> Txn<'s> {
     pub fn read<R>(
         &self,
         key: &[u8],
+        f: impl FnOnce(Option<ValueRef<'_>>) -> R,
+    ) -> Result<R, StorageError> {
+        self.read_keeping(key, Keep::Always, f)
+    }
+
+    /// [`Txn::read`], keeping a value read from RocksDB in the row cache
+    /// as `keep` says.
+    #[inline]
+    fn read_keeping<R>(
+        &self,
+        key: &[u8],
+        keep: Keep,
         f: impl FnOnce(Option<ValueRef<'_>>) -> R,
     ) -> Result<R, StorageError> {
         if let Some((_, v)) = self.staged.iter().rev().find(|(k, _)| **k == *key) {
@@ -360,7 +403,10 @@ impl<'s> Txn<'s> {
             Ok(r) => return Ok(r),
             Err(f) => f,
         };
-        Ok(f(self.get_uncached(key)?.as_ref().map(ValueRef::Shared)))
+        Ok(f(self
+            .get_stored(key, keep)?
+            .as_ref()
+            .map(ValueRef::Shared)))
     }
 
     /// `f` of `key`'s row in the row cache (pending writes included), if
@@ -389,22 +435,22 @@ impl<'s> Txn<'s> {
     fn get_committed(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
         match self.get_cached(key, |v| v.map(ValueRef::to_bytes)) {
             Ok(v) => Ok(v),
-            Err(_) => self.get_uncached(key),
+            Err(_) => self.get_stored(key, Keep::Always),
         }
     }
 
     /// A key the row cache lacks: from RocksDB (with the operands pending
-    /// writes hold for it), kept in the row cache.
-    fn get_uncached(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
+    /// writes hold for it), kept in the row cache as `keep` says.
+    fn get_stored(&self, key: &[u8], keep: Keep) -> Result<Option<Bytes>, StorageError> {
         if self
             .pending
             .as_ref()
             .is_some_and(|p| p.borrow().holds_merges())
         {
-            return self.get_merged(key);
+            return self.get_merged(key, keep);
         }
         let v = self.storage.get(self.shard, key)?.map(|v| inline::copy(&v));
-        if let Some(rows) = &self.rows {
+        if let (Some(rows), true) = (&self.rows, keep.wants(&v)) {
             rows.borrow_mut().insert(key, v.clone());
         }
         Ok(v)
@@ -417,7 +463,7 @@ impl<'s> Txn<'s> {
     /// the open run added is not cached: RocksDB doesn't hold it.
     #[cold]
     #[inline(never)]
-    fn get_merged(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
+    fn get_merged(&self, key: &[u8], keep: Keep) -> Result<Option<Bytes>, StorageError> {
         let (Some(pending), Some(rows)) = (&self.pending, &self.rows) else {
             unreachable!("merge writes are held with pending writes and rows");
         };
@@ -440,7 +486,9 @@ impl<'s> Txn<'s> {
             Some(operand) => Ok(Some(merge(stored.as_deref(), operand).into())),
             None => {
                 let v = stored.map(|v| inline::copy(&v));
-                rows.borrow_mut().insert(key, v.clone());
+                if keep.wants(&v) {
+                    rows.borrow_mut().insert(key, v.clone());
+                }
                 Ok(v)
             }
         }
@@ -762,6 +810,48 @@ mod tests {
                 "{memtable:?}"
             );
         }
+    }
+
+    /// What a service that caches its own reads asks for: the row cache
+    /// keeps only values longer than that service takes, and no absence;
+    /// a row it holds (a pending write) and the group's writes are read as
+    /// by `get`.
+    #[test]
+    fn uncaching_reads_leave_the_row_cache_what_the_service_cant_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open_small(dir.path(), crate::config::Memtable::SlotHash);
+        let mut txn = Txn::new(&storage, 0);
+        txn.put(k(b"short"), b"tiny".to_vec());
+        txn.put(k(b"long"), vec![7u8; 100]);
+        txn.put(k(b"pending"), b"old".to_vec());
+        txn.finish_request(true);
+        let (batch, sync) = txn.into_commit().unwrap();
+        storage.write(batch, sync).unwrap();
+
+        let mut rows = RowCache::new(1 << 20, 0);
+        rows.insert(&k(b"pending"), Some(Bytes::from_static(b"newer")));
+        let mut txn = Txn::new(&storage, 0).with_rows(rows);
+        let reads = || storage.stats.reads.get();
+        let before = reads();
+        let get = |txn: &Txn, key: &[u8]| txn.get_uncaching(&k(key), 50).unwrap();
+        assert_eq!(get(&txn, b"short").as_deref(), Some(&b"tiny"[..]));
+        assert_eq!(get(&txn, b"long").map(|v| v.len()), Some(100));
+        assert_eq!(get(&txn, b"absent"), None);
+        assert_eq!(get(&txn, b"pending").as_deref(), Some(&b"newer"[..]));
+        assert_eq!(reads() - before, 3);
+        // Read again: only the long value came from the row cache.
+        get(&txn, b"short");
+        get(&txn, b"long");
+        get(&txn, b"absent");
+        assert_eq!(reads() - before, 5);
+        // `get` keeps what it reads.
+        txn.get(&k(b"short")).unwrap();
+        txn.get(&k(b"short")).unwrap();
+        assert_eq!(reads() - before, 6);
+        // The group's own write is seen first.
+        txn.put(k(b"absent"), b"now".to_vec());
+        assert_eq!(get(&txn, b"absent").as_deref(), Some(&b"now"[..]));
+        assert_eq!(reads() - before, 6);
     }
 
     #[test]

@@ -22,7 +22,10 @@
 //!
 //! A service is a type that implements [`shard::service::ShardService`]
 //! (apply, lanes and admission, timers, commit failure, slots imported and
-//! dropped), one instance per shard, living on the shard thread. To add one:
+//! dropped, and optionally the look-ahead: `prefetch_key` names the key a
+//! request will read before the shard runs it, `look_ahead_done` loads what
+//! those keys lead to), one instance per shard, living on the shard thread.
+//! To add one:
 //!
 //! 1. **Protocol.** Pick a free opcode range in `rush_protocol::Service`
 //!    and write one file per request in `protocol/src/cmd/<service>/` (the
@@ -36,7 +39,9 @@
 //!    `txn.require_sync()` for anything that must be fsynced before its
 //!    answer; scan through `txn.scan` or `txn.scan_stored`, never
 //!    `Storage::scan` on the shard thread, which doesn't see the writes
-//!    still pending in the shard log), a `REGISTRATION` constant saying how a shard builds it and
+//!    still pending in the shard log; a service that caches what it reads
+//!    itself reads with `txn.get_uncaching`, so the row cache holds no
+//!    second copy), a `REGISTRATION` constant saying how a shard builds it and
 //!    how answers of a request that runs on every shard combine, one file
 //!    per request as in the protocol crate, its storage layout in
 //!    [`storage::keys`] (keyspace bytes, value kinds and any sequence kinds

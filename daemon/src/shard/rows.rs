@@ -2,7 +2,9 @@
 //! storage key, so a hot key is answered from a hash map instead of a
 //! RocksDB lookup (a memtable skiplist search was the top cost of reads).
 //!
-//! It holds committed data only: filled by reads that went to storage,
+//! It holds committed data only: filled by reads that went to storage
+//! (not those of a service that caches what it reads itself:
+//! `Txn::get_uncaching`),
 //! updated with a group's writes after its commit succeeded, cleared when a
 //! commit fails, when a group deleted a key range, and when slots move
 //! (their data changes outside the shard's groups). Values keep their

@@ -102,7 +102,9 @@ pub trait ShardService: Send {
     /// may also be a RESP command's first argument as the request's body
     /// would begin, or a forwarded request encoded again. A hint:
     /// [`Ahead::No`] (the default) for requests not worth it; a wrong key
-    /// costs only a prefetch (or a read).
+    /// costs only a prefetch (or a read). A service may also start loading
+    /// memory of its own here and note what it looked at for
+    /// [`ShardService::look_ahead_done`] (the catalog does).
     fn prefetch_key(&mut self, _opcode: Opcode, _body: &[u8], _key: &mut Vec<u8>) -> Ahead {
         Ahead::No
     }

@@ -176,6 +176,8 @@ struct Loaded {
     slot: u16,
     record: LinkRecord,
     expires_at: u64,
+    /// The stored value, for rewrites that only move the expiry.
+    raw: bytes::Bytes,
 }
 
 impl Links {
@@ -248,30 +250,27 @@ impl Links {
         now: u64,
         txn: &Txn,
     ) -> Result<Option<Loaded>, RushError> {
-        // Decoded where it lies (the row cache's value, not a shared copy
-        // of it: a reference count taken and dropped per resolve).
-        txn.read(&keys::link(slot, code), |raw| {
-            let Some(raw) = raw else {
-                return Ok(None);
-            };
-            let stored = Stored::decode(raw.into_slice()).map_err(corrupt)?;
-            if !stored.is_live(now) {
-                return Ok(None);
-            }
-            if stored.kind != kind::LINK {
-                return Err(RushError::internal(format!(
-                    "link value of kind {}",
-                    stored.kind
-                )));
-            }
-            let record = LinkRecord::decode(stored.payload).map_err(corrupt)?;
-            Ok(Some(Loaded {
-                slot,
-                record,
-                expires_at: stored.expires_at,
-            }))
-        })
-        .map_err(storage_error)?
+        let Some(raw) = txn.get(&keys::link(slot, code)).map_err(storage_error)? else {
+            return Ok(None);
+        };
+        let stored = Stored::decode(&raw).map_err(corrupt)?;
+        if !stored.is_live(now) {
+            return Ok(None);
+        }
+        if stored.kind != kind::LINK {
+            return Err(RushError::internal(format!(
+                "link value of kind {}",
+                stored.kind
+            )));
+        }
+        let record = LinkRecord::decode(stored.payload).map_err(corrupt)?;
+        let expires_at = stored.expires_at;
+        Ok(Some(Loaded {
+            slot,
+            record,
+            expires_at,
+            raw,
+        }))
     }
 
     /// Write a new link under a freshly issued (or recycled) code, durably.

@@ -2,7 +2,6 @@
 
 use super::record::{FLAG_DROP_QUERY, FLAG_PERMANENT, FLAG_REUSE_INDEXED};
 use super::{no_link, with_expiry, Links};
-use crate::kv::storage_error;
 use crate::shard::txn::Txn;
 use crate::storage::keys;
 use crate::storage::keys::kind;
@@ -32,12 +31,7 @@ impl Links {
             let fresh = now.saturating_add(rec.ttl_ms);
             let interval = self.slide_ms.min(rec.ttl_ms / 2);
             if expires_at < fresh.saturating_sub(interval) {
-                let key = keys::link(slot, code);
-                // Read again (from the row cache, where the load left it):
-                // the value itself with only its expiry moved.
-                if let Some(raw) = txn.get(&key).map_err(storage_error)? {
-                    txn.put(key, with_expiry(&raw, fresh));
-                }
+                txn.put(keys::link(slot, code), with_expiry(&link.raw, fresh));
                 if rec.has(FLAG_REUSE_INDEXED) {
                     let key = keys::link_reuse(slot, &rec.account, rec.target.as_bytes());
                     if self.reuse_entry_points_to(&key, code, txn)? {

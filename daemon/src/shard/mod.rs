@@ -303,7 +303,6 @@ pub fn create(id: usize, ctx: ShardContext) -> std::io::Result<(ShardHandle, Sha
         }
         crate::config::Commit::Direct => (None, None, None),
     };
-    let pending_budget = pending.as_ref().map_or(0, pending::Pending::budget);
     // A replica's data is written by its follower, beside the shards: a
     // row cache would go stale. Its reads (READONLY) go to RocksDB.
     let row_share = if ctx.standby {
@@ -322,7 +321,7 @@ pub fn create(id: usize, ctx: ShardContext) -> std::io::Result<(ShardHandle, Sha
         services,
         by_service,
         segments: Segments::default(),
-        rows: rows::RowCache::new(row_share, pending_budget),
+        rows: rows::RowCache::new(row_share),
         row_share,
         ahead: txn::ReadAhead::default(),
         lanes: Lanes::default(),

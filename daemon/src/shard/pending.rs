@@ -466,7 +466,7 @@ mod tests {
     /// run, holding its newest value.
     #[test]
     fn a_long_commit_keeps_one_row_and_one_write_per_key() {
-        let mut rows = RowCache::new(1 << 20, 1 << 20);
+        let mut rows = RowCache::new(1 << 20);
         let mut pending = Pending::new(1 << 20, 0);
         let name = |i: usize| key(&format!("k{i:03}"));
         pending.absorb(
@@ -519,7 +519,7 @@ mod tests {
             let mut batch = crate::storage::WriteBatch::default();
             batch.put_cf(storage.cf(0), key("gone"), b"stale");
             storage.write(batch, false).unwrap();
-            let mut rows = RowCache::new(cap, 1 << 20);
+            let mut rows = RowCache::new(cap);
             let mut pending = Pending::new(1 << 20, 0);
             let writes = |kv: &[(&str, Option<Bytes>)]| {
                 kv.iter()
@@ -600,11 +600,11 @@ mod tests {
         batch.put_cf(storage.cf(0), key("cached"), stats(1));
         storage.write(batch, false).unwrap();
 
-        let mut state = (RowCache::new(1 << 20, 1 << 20), Pending::new(1 << 20, 0));
+        let mut state = (RowCache::new(1 << 20), Pending::new(1 << 20, 0));
         // One group, committed as a shard commits it (log record `seq`).
         let group = |state: &mut (RowCache, Pending), seq: u64, f: &mut dyn FnMut(&mut Txn)| {
             let (rows, pending) =
-                std::mem::replace(state, (RowCache::new(0, 0), Pending::new(1 << 20, 0)));
+                std::mem::replace(state, (RowCache::new(0), Pending::new(1 << 20, 0)));
             let mut txn = Txn::new(storage, 0)
                 .with_rows(rows)
                 .with_pending(Some(pending), Some(writer.clone()));

@@ -14,30 +14,28 @@
 //! It is also where reads find the shard's pending writes (`pending`:
 //! committed to the shard's log, not yet in RocksDB). A pending write is a
 //! *dirty* row: it carries the number of the run that writes it back, and
-//! stays — whatever the budget says, through aging and clearing — until
-//! that run has landed ([`RowCache::landed`], one store: no row is touched).
-//! So a read is one probe whether its key is pending, cached or neither,
-//! and a landed run has nothing to move anywhere (pending writes used to be
-//! maps of their own, probed before this one, and moved into it once
-//! landed: bench/results/NOTES.md).
+//! stays — whatever the budget says, through eviction and clearing — until
+//! that run has landed ([`RowCache::landed`]: no row is touched, the bytes
+//! each run holds are counted apart). So a read is one probe whether its
+//! key is pending, cached or neither, and a landed run has nothing to move
+//! anywhere (pending writes used to be maps of their own, probed before
+//! this one, and moved into it once landed: bench/results/NOTES.md).
 //!
-//! Two generations approximate LRU at O(1) per operation with no per-entry
-//! links: each entry carries the generation that last used it. New entries
-//! and hits belong to the young generation. When the cache is full (both
-//! generations together past the budget less the young one's share) and
-//! the young one holds at least its share (`YOUNG`: a fifth of the budget,
-//! or the write-back budget when larger), the young generation becomes the
-//! old one and the previous old generation is dropped (one sweep of the
-//! table; dirty rows are kept and join the new old generation). So a
-//! working set up to the budget less that share (4/5 of it by default) is
-//! held whole, whatever the order it is used in, and the two together stay
-//! within the budget. (Turning over whenever the young generation held half
-//! the budget dropped, under uniform reads, whatever the last half-budget
-//! of reads had not touched: a working set over half the budget was never
-//! held whole, bench/results/NOTES.md.) A hit on an old entry moves it to
-//! the young generation in place. One table holds both, so a lookup, an
-//! insert or a hit is one probe (two tables cost two on each insert and
-//! each miss: bench/results/NOTES.md).
+//! What goes when the cache is past its budget is chosen by CLOCK over the
+//! table's own buckets: each row counts its reads (up to [`MAX_USES`]); a
+//! hand walks the buckets in order, and a clean row it finds takes one read
+//! off, or goes when it has none left. So a row read more often than the
+//! hand comes round stays, a row read once goes at the hand's next pass,
+//! and the cache holds its whole budget at O(1) per operation with no
+//! per-entry links (a new row lands wherever its hash puts it, so it may
+//! be passed soon: that, as S3-FIFO's small queue, lets a link clicked once
+//! go before the popular ones). It replaced two generations that aged as
+//! one and turned over when full, holding 1/5 to 4/5 of the budget: with
+//! less memory, links-resolve's reads miss 30.8 % of the time instead of
+//! 35.5 % at 10M links, and 15.1 % instead of 19.8 % at 1M
+//! (bench/results/NOTES.md).
+//! One table holds every row, so a lookup, an insert or a hit is one probe
+//! (two tables cost two on each insert and each miss: bench/results/NOTES.md).
 
 use crate::storage::inline::{self, Held, ValueRef};
 use crate::storage::keys;
@@ -45,19 +43,19 @@ use crate::storage::keys::{Key, INLINE_KEY};
 use bytes::Bytes;
 use hashbrown::hash_table::Entry;
 use hashbrown::{DefaultHashBuilder, HashTable};
+use std::collections::VecDeque;
 use std::hash::BuildHasher;
 
 /// A table slot: the inline key and the row, and the slot's control byte.
 const SLOT_BYTES: usize = std::mem::size_of::<(Key, Row)>() + 1;
 
 /// What a row costs beyond its value's bytes and a long key's: its slot at
-/// the table's load once it turns over. A turnover leaves the dropped rows'
-/// slots as tombstones, and hashbrown grows a table whose live rows fill
-/// more than half of it when the tombstones use up its room; so a table
-/// that has turned over is at most half full, and a row comes with more
-/// than a spare slot (2.29 slots per row in a cache at its budget).
-/// (Charged 64 bytes, a row's real cost was about twice its charge: at
-/// 768 MiB, two shards' tables took 187 MiB where the cache counted 60,
+/// the table's load once rows come and go. Removed rows leave marks that
+/// only a rehash clears, which hashbrown does in place only while the table
+/// is at most 7/16 full (it doubles it otherwise), so rows are held to that
+/// ([`RowCache::max_rows`]) and each comes with 2.29 slots. (Charged 64
+/// bytes, a row's real cost was about twice its charge: at 768 MiB, two
+/// shards' tables took 187 MiB where the cache counted 60,
 /// bench/results/NOTES.md.)
 const ENTRY_OVERHEAD: usize = SLOT_BYTES * 9 / 4;
 
@@ -68,12 +66,10 @@ const ENTRY_OVERHEAD: usize = SLOT_BYTES * 9 / 4;
 /// short string, so the reservation stays under the budget.
 const RESERVE_ENTRY_BYTES: usize = 256;
 
-/// The share of the budget the young generation must hold before it turns
-/// over (or the write-back budget, when larger): a sweep of the table comes
-/// at most once per that many bytes of inserts. The rest of the budget is
-/// what both generations may fill before the older one goes, so the two
-/// together stay within it (see the module's documentation).
-const YOUNG: (usize, usize) = (1, 5);
+/// The most reads a row counts: one read more than the hand has taken off
+/// keeps it for one more pass, up to this many. (1 is plain CLOCK; 3 missed
+/// 0.4 points fewer of a Zipf 0.99 load: bench/results/NOTES.md.)
+const MAX_USES: u8 = 3;
 
 // Keys up to `keys::INLINE_KEY` long are held in the table itself: a
 // probe compares the key where it found the entry, instead of following a
@@ -85,8 +81,8 @@ pub const CLEAN: u32 = 0;
 
 struct Row {
     value: Option<Held>,
-    /// The generation that last used it.
-    generation: u32,
+    /// Reads since the hand last took one off (at most [`MAX_USES`]).
+    uses: u8,
     /// The run that writes this value back ([`CLEAN`]: none); dirty while
     /// greater than the last run landed.
     run: u32,
@@ -96,20 +92,24 @@ struct Row {
 
 #[derive(Default)]
 pub struct RowCache {
-    /// Byte budget for clean rows; 0 caches nothing read (pending writes
-    /// are held all the same).
+    /// Byte budget for rows; 0 caches nothing read (pending writes are
+    /// held all the same).
     cap: usize,
-    /// Generations turn over at least every this many bytes of inserts, so
-    /// that a table holding many dirty rows is not swept too often.
-    min_generation: usize,
     rows: HashTable<(Key, Row)>,
     hasher: DefaultHashBuilder,
     /// Where the table's control bytes are, for [`RowCache::prefetch_group`].
     ctrl: CtrlAt,
-    /// The young generation's number (the old one is the one before).
-    young: u32,
-    young_bytes: usize,
-    old_bytes: usize,
+    /// The bucket the CLOCK hand looks at next.
+    hand: usize,
+    /// [`RowCache::max_rows`] when last worked out.
+    max_rows: usize,
+    /// What every row is charged ([`size`]), dirty ones included.
+    charged: usize,
+    /// What the dirty rows are charged: the sum of `runs`.
+    dirty: usize,
+    /// What the dirty rows of each run after `landed` are charged, the
+    /// next run's first.
+    runs: VecDeque<usize>,
     /// The last run landed: rows of later runs are dirty.
     landed: u32,
     pub hits: u64,
@@ -124,15 +124,15 @@ fn size(key: &[u8], value: &Option<Held>) -> usize {
 }
 
 impl RowCache {
-    /// A cache of `cap_bytes`, next to pending writes of about
-    /// `pending_bytes` (the write-back budget; 0 without a log).
-    pub fn new(cap_bytes: usize, pending_bytes: usize) -> Self {
-        RowCache {
+    /// A cache of `cap_bytes`.
+    pub fn new(cap_bytes: usize) -> Self {
+        let mut cache = RowCache {
             cap: cap_bytes,
-            min_generation: pending_bytes,
             rows: HashTable::with_capacity(cap_bytes / 2 / RESERVE_ENTRY_BYTES),
             ..RowCache::default()
-        }
+        };
+        cache.max_rows = cache.max_rows();
+        cache
     }
 
     /// The hash the table files `key` under.
@@ -196,7 +196,7 @@ impl RowCache {
     }
 
     /// Whether the key's committed value (or its absence) is held, without
-    /// counting a hit or a miss or touching its generation. `hash` is
+    /// counting a hit or a miss or a read of the row. `hash` is
     /// [`RowCache::hash`] of `key`.
     #[inline]
     pub fn holds(&self, hash: u64, key: &[u8]) -> bool {
@@ -235,15 +235,10 @@ impl RowCache {
             return Err(f);
         };
         self.hits += 1;
-        let out = f(row.value.as_ref().map(Held::view));
-        if row.generation != self.young {
-            row.generation = self.young;
-            let n = size(key, &row.value);
-            self.old_bytes = self.old_bytes.saturating_sub(n);
-            self.young_bytes += n;
-            self.age_if_full();
+        if row.uses < MAX_USES {
+            row.uses += 1;
         }
-        Ok(out)
+        Ok(f(row.value.as_ref().map(Held::view)))
     }
 
     /// What the row of `key` (`hash`: its hash) holds, if there is one,
@@ -267,16 +262,15 @@ impl RowCache {
     pub fn insert(&mut self, key: &[u8], value: Option<Bytes>) {
         let value = value.map(Held::new);
         let n = size(key, &value);
-        if n > self.cap / 16 {
-            // Not cached (too big to be worth it, or no cache at all): make
-            // sure no older copy lingers — a landed pending write stays
-            // until aged out, even with no cache.
+        if n > self.cap / 16 || self.dirty >= self.cap {
+            // Not cached (too big to be worth it, no cache at all, or
+            // pending writes fill it): make sure no older copy lingers — a
+            // landed pending write stays until evicted, even with no cache.
             if !self.rows.is_empty() {
                 self.remove(key);
             }
             return;
         }
-        let young = self.young;
         let hash = self.hash(key);
         match entry(&mut self.rows, &self.hasher, hash, key) {
             Entry::Occupied(mut e) => {
@@ -285,23 +279,22 @@ impl RowCache {
                     row.run <= self.landed,
                     "a read never replaces a pending write"
                 );
-                let was = (size(key, &row.value), row.generation == young);
+                let was = size(key, &row.value);
                 row.value = value;
-                row.generation = young;
-                self.forget(was.0, was.1);
+                self.charged -= was;
             }
             Entry::Vacant(e) => {
                 let row = Row {
                     value,
-                    generation: young,
+                    uses: 0,
                     run: CLEAN,
                     index: 0,
                 };
                 e.insert((Key::from_slice(key), row));
             }
         }
-        self.young_bytes += n;
-        self.age_if_full();
+        self.charged += n;
+        self.evict();
     }
 
     /// Hold `value` as `key`'s newest committed value, pending until run
@@ -319,39 +312,36 @@ impl RowCache {
         debug_assert!(run > self.landed);
         let value = value.map(Held::new);
         let n = size(key, &value);
-        let young = self.young;
-        // A key written once and seldom read joins the old generation.
-        let cold = keys::written_cold(key);
-        let generation = if cold { young.wrapping_sub(1) } else { young };
+        // A key written once and seldom read goes at the hand's first pass
+        // once landed; any other write counts as a read.
+        let uses = u8::from(!keys::written_cold(key));
         match entry(&mut self.rows, &self.hasher, hash, key) {
             Entry::Occupied(mut e) => {
                 let row = &mut e.get_mut().1;
                 let held = (row.run == run).then_some(row.index);
                 let index = place(key, value.as_ref().map(Held::bytes), held);
+                let was = (size(key, &row.value), row.run);
                 row.index = index;
                 row.run = run;
-                let was = (size(key, &row.value), row.generation == young);
                 row.value = value;
-                row.generation = generation;
-                self.forget(was.0, was.1);
+                row.uses = row.uses.max(uses);
+                self.charged -= was.0;
+                self.undirty(was.1, was.0);
             }
             Entry::Vacant(e) => {
                 let index = place(key, value.as_ref().map(Held::bytes), None);
                 let row = Row {
                     value,
-                    generation,
+                    uses,
                     run,
                     index,
                 };
                 e.insert((Key::from_slice(key), row));
             }
         }
-        if cold {
-            self.old_bytes += n;
-        } else {
-            self.young_bytes += n;
-        }
-        self.age_if_full();
+        self.charged += n;
+        self.dirty(run, n);
+        self.evict();
     }
 
     /// A pending write whose run failed to land joins run `run` (its row
@@ -370,21 +360,26 @@ impl RowCache {
             Entry::Occupied(mut e) => {
                 let row = &mut e.get_mut().1;
                 if row.run != run {
+                    let (was, n) = (row.run, size(key, &row.value));
                     row.run = run;
                     row.index = place();
+                    self.undirty(was, n);
+                    self.dirty(run, n);
                 }
             }
             Entry::Vacant(e) => {
                 // (Never: a dirty row stays until its run lands.)
                 let value = value.map(Held::copy);
+                let n = size(key, &value);
                 let row = Row {
-                    generation: self.young,
+                    uses: 1,
                     run,
                     index: place(),
                     value,
                 };
-                self.young_bytes += size(key, &row.value);
                 e.insert((Key::from_slice(key), row));
+                self.charged += n;
+                self.dirty(run, n);
             }
         }
     }
@@ -392,7 +387,37 @@ impl RowCache {
     /// Run `run` has landed: RocksDB holds its writes, and so every row of
     /// it or an earlier run is clean.
     pub fn landed(&mut self, run: u32) {
-        self.landed = self.landed.max(run);
+        while self.landed < run {
+            let Some(bytes) = self.runs.pop_front() else {
+                self.landed = run;
+                break;
+            };
+            self.dirty -= bytes;
+            self.landed += 1;
+        }
+        if self.charged > self.cap {
+            self.evict();
+        }
+    }
+
+    /// Count `n` bytes of dirty rows in run `run`.
+    fn dirty(&mut self, run: u32, n: usize) {
+        let at = (run - self.landed - 1) as usize;
+        if self.runs.len() <= at {
+            self.runs.resize(at + 1, 0);
+        }
+        self.runs[at] += n;
+        self.dirty += n;
+    }
+
+    /// A row of `n` bytes is no longer dirty in run `run` (which may have
+    /// landed: then it was not).
+    fn undirty(&mut self, run: u32, n: usize) {
+        if run > self.landed {
+            let at = (run - self.landed - 1) as usize;
+            self.runs[at] -= n;
+            self.dirty -= n;
+        }
     }
 
     /// Forget `key` (unless a write of it is pending).
@@ -404,109 +429,125 @@ impl RowCache {
         };
         let row = &e.get().1;
         if row.run <= landed {
-            let (was, was_young) = (size(key, &row.value), row.generation == self.young);
+            let was = size(key, &row.value);
             e.remove();
-            self.forget(was, was_young);
+            self.charged -= was;
         }
     }
 
-    /// Take a replaced or removed entry out of its generation's bytes.
-    fn forget(&mut self, n: usize, young: bool) {
-        let bytes = if young {
-            &mut self.young_bytes
-        } else {
-            &mut self.old_bytes
-        };
-        *bytes = bytes.saturating_sub(n);
-    }
-
-    /// When the cache is full and the young generation holds its share:
-    /// drop the old one, and start a new young one. Dirty rows stay, in the
-    /// generation that becomes old.
-    fn age_if_full(&mut self) {
-        let young_floor = (self.cap / YOUNG.1 * YOUNG.0).max(self.min_generation);
-        // The old generation is at most this when a turnover makes it old,
-        // and the young one turns over once past its floor.
-        let full = self.cap.saturating_sub(young_floor);
-        if self.young_bytes <= young_floor || self.young_bytes + self.old_bytes <= full {
+    /// While the cache is past its budget and holds clean rows: move the
+    /// hand on, taking a read off each clean row it passes and dropping
+    /// those with none left. Dirty rows are passed by. A row is passed at
+    /// most `MAX_USES + 1` times before it goes, so this ends within as
+    /// many turns of the table; each row dropped costs about three buckets
+    /// looked at (bench/results/NOTES.md).
+    fn evict(&mut self) {
+        if self.charged <= self.cap && self.rows.len() <= self.max_rows {
             return;
         }
-        let (young, landed) = (self.young, self.landed);
-        let mut kept_dirty = 0;
-        // The table keeps its capacity: the next generation neither
-        // regrows it (rehashing) nor faults in fresh pages.
-        self.rows.retain(|(key, row)| {
-            if row.generation == young {
-                return true;
+        self.max_rows = self.max_rows();
+        let landed = self.landed;
+        let mut buckets = self.rows.num_buckets();
+        let mut at = self.hand;
+        // (Bounded all the same: were the dirty bytes ever miscounted, a
+        // cache of dirty rows only would keep the hand turning.)
+        let mut steps = (usize::from(MAX_USES) + 2) * buckets;
+        while (self.charged > self.cap || self.rows.len() > self.max_rows)
+            && self.charged > self.dirty
+            && steps > 0
+        {
+            steps -= 1;
+            if at >= buckets {
+                at = 0;
+                if self.shrink() {
+                    buckets = self.rows.num_buckets();
+                }
             }
-            if row.run <= landed {
-                return false;
+            if let Ok(mut e) = self.rows.get_bucket_entry(at) {
+                let (key, row) = e.get_mut();
+                if row.run <= landed {
+                    if row.uses > 0 {
+                        row.uses -= 1;
+                    } else {
+                        let was = size(key, &row.value);
+                        e.remove();
+                        self.charged -= was;
+                    }
+                }
             }
-            row.generation = young;
-            kept_dirty += size(key, &row.value);
-            true
-        });
-        self.young = young.wrapping_add(1);
-        self.old_bytes = std::mem::take(&mut self.young_bytes) + kept_dirty;
-        // Pending writes are held whatever the budget says, so a burst of
-        // them may have grown the table far past what the budget holds:
-        // give that back (a rehash of what is left, only after a burst).
-        // (The most rows the budget holds is when their values are empty;
-        // a table that turns over has room for about twice its rows, see
-        // `ENTRY_OVERHEAD`, so a table with room for three times what it
-        // needs is left from a burst.)
-        let need = self.rows.len().max(self.cap / ENTRY_OVERHEAD);
-        if self.rows.capacity() > 3 * need {
-            let hasher = &self.hasher;
-            self.rows
-                .shrink_to(need * 3 / 2, |(k, _)| hasher.hash_one(k.as_slice()));
+            at += 1;
         }
+        self.hand = at;
+    }
+
+    /// The most rows the budget holds at the values' mean size. hashbrown
+    /// rehashes a table in place (clearing the marks removed rows leave)
+    /// only while it is at most 7/16 full, and doubles it otherwise; so
+    /// rows are held to 7/16 of the largest table that fits the budget
+    /// with their values, and the table never grows past it. (Held only to
+    /// their charge, rows evicted one at a time doubled the table: 3 slots
+    /// a row for links, the cache 40 % over its budget.)
+    fn max_rows(&self) -> usize {
+        let len = self.rows.len();
+        let outside = self
+            .charged
+            .saturating_sub(len * ENTRY_OVERHEAD)
+            .checked_div(len)
+            .unwrap_or(0);
+        let mut buckets = (self.cap / SLOT_BYTES + 1).next_power_of_two() / 2;
+        // (An insert comes before the eviction it may call for, and the
+        // table rehashes in place only when that insert leaves it at most
+        // half of its 7/8: one row less than that.)
+        let most = |buckets: usize| (buckets / 8 * 7 / 2).saturating_sub(1);
+        while buckets > 16 && buckets * SLOT_BYTES + most(buckets) * outside > self.cap {
+            buckets /= 2;
+        }
+        most(buckets)
+    }
+
+    /// Pending writes are held whatever the budget says, so a burst of
+    /// them may have grown the table far past what the budget holds: give
+    /// that back (a rehash of what is left, only after a burst; called as
+    /// the hand comes round). The most rows the budget holds is when their
+    /// values are empty; a table has room for up to about twice its rows,
+    /// see `ENTRY_OVERHEAD`, so a table with room for three times what it
+    /// needs is left from a burst. True when it shrank.
+    fn shrink(&mut self) -> bool {
+        let need = self.rows.len().max(self.cap / ENTRY_OVERHEAD);
+        if self.rows.capacity() <= 3 * need {
+            return false;
+        }
+        let hasher = &self.hasher;
+        self.rows
+            .shrink_to(need * 3 / 2, |(k, _)| hasher.hash_one(k.as_slice()));
+        true
     }
 
     /// Forget every clean row (pending writes stay).
     pub fn clear(&mut self) {
         let landed = self.landed;
-        if self.rows.iter().all(|(_, r)| r.run <= landed) {
+        if self.dirty == 0 {
             self.rows.clear();
-            self.young_bytes = 0;
-            self.old_bytes = 0;
-            return;
+        } else {
+            self.rows.retain(|(_, row)| row.run > landed);
         }
-        let young = self.young;
-        let (mut young_bytes, mut old_bytes) = (0, 0);
-        self.rows.retain(|(key, row)| {
-            if row.run <= landed {
-                return false;
-            }
-            if row.generation == young {
-                young_bytes += size(key, &row.value);
-            } else {
-                old_bytes += size(key, &row.value);
-            }
-            true
-        });
-        self.young_bytes = young_bytes;
-        self.old_bytes = old_bytes;
-    }
-
-    /// What the rows are charged (what the budget bounds).
-    fn charged(&self) -> usize {
-        self.young_bytes + self.old_bytes
+        self.charged = self.dirty;
     }
 
     /// Bytes held: the rows' charge, and the table's slots beyond it (a
-    /// table a burst of pending writes grew stays that large until a
-    /// turnover finds it mostly empty).
+    /// table a burst of pending writes grew stays that large until the
+    /// hand finds it mostly empty).
     pub fn bytes(&self) -> usize {
         let spare = (self.rows.allocation_size()).saturating_sub(self.rows.len() * ENTRY_OVERHEAD);
-        self.charged() + spare
+        self.charged + spare
     }
 
-    /// The budget for clean rows is now `cap_bytes`: the shard's share
-    /// less what its filters and hot state hold (`Shard::publish_memory`).
+    /// The budget for rows is now `cap_bytes`: the shard's share less what
+    /// its filters and hot state hold (`Shard::publish_memory`).
     pub fn set_cap(&mut self, cap_bytes: usize) {
         self.cap = cap_bytes;
-        self.age_if_full();
+        self.max_rows = self.max_rows();
+        self.evict();
     }
 }
 
@@ -589,8 +630,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hits_misses_absence_and_generations() {
-        let mut c = RowCache::new(16 * 1024, 0);
+    fn hits_misses_absence_and_eviction() {
+        let mut c = RowCache::new(16 * 1024);
         assert_eq!(c.get(b"k"), None);
         c.insert(b"k", Some(Bytes::from_static(b"v")));
         c.insert(b"gone", None);
@@ -598,7 +639,7 @@ mod tests {
         assert_eq!(c.get(b"gone"), Some(None));
         c.insert(b"k", Some(Bytes::from_static(b"v2")));
         assert_eq!(c.get(b"k"), Some(Some(Bytes::from_static(b"v2"))));
-        // Fill past the budget: old entries age out, kept ones survive while used.
+        // Fill past the budget: rows read once go, kept ones survive while used.
         for i in 0..2_000u32 {
             c.insert(&i.to_be_bytes(), Some(Bytes::from(vec![0; 40])));
             let _ = c.get(b"k");
@@ -608,26 +649,25 @@ mod tests {
             Some(Some(Bytes::from_static(b"v2"))),
             "a key in use stays"
         );
-        assert_eq!(c.get(&0u32.to_be_bytes()), None, "an unused one ages out");
-        assert!(c.charged() <= 16 * 1024 + 1024);
+        assert_eq!(c.get(&0u32.to_be_bytes()), None, "an unused one goes");
+        assert!(c.charged <= 16 * 1024);
         c.clear();
         assert_eq!(c.get(b"k"), None);
     }
 
-    /// A working set of 3/4 of the budget, read over and over in any order,
-    /// stays whole (turning over at half the budget lost a part of it each
-    /// time); a larger one turns over, and the cache stays within its
-    /// budget either way, also when the write-back budget sets the young
-    /// generation's share.
+    /// A working set of 9/10 of the budget, read over and over in any
+    /// order, stays whole (two generations that turned over when full held
+    /// no more than 4/5 of it); a larger one is evicted from, and the cache
+    /// stays within its budget.
     #[test]
-    fn a_working_set_under_four_fifths_of_the_budget_stays_whole() {
+    fn a_working_set_within_the_budget_stays_whole() {
         let cap = 100 * 1024;
         let entry = size(
             &0u32.to_be_bytes(),
             &Some(Held::new(Bytes::from(vec![0; 36]))),
         );
-        let keys = (cap * 3 / 4 / entry) as u32;
-        let mut c = RowCache::new(cap, 0);
+        let keys = (cap * 9 / 10 / entry) as u32;
+        let mut c = RowCache::new(cap);
         for i in 0..keys {
             c.insert(&i.to_be_bytes(), Some(Bytes::from(vec![0; 36])));
         }
@@ -639,19 +679,13 @@ mod tests {
             }
         }
         assert_eq!(c.misses, 0);
-        for min_generation in [0, cap / 3] {
-            let mut c = RowCache::new(cap, min_generation);
-            for i in 0..20_000u32 {
-                c.insert(&i.to_be_bytes(), Some(Bytes::from(vec![0; 36])));
-                let _ = c.get(&(i / 2).to_be_bytes());
-                assert!(
-                    c.charged() <= cap + entry,
-                    "{min_generation}: {} bytes",
-                    c.charged()
-                );
-            }
-            assert!(c.young > 3, "it turned over");
+        let mut c = RowCache::new(cap);
+        for i in 0..20_000u32 {
+            c.insert(&i.to_be_bytes(), Some(Bytes::from(vec![0; 36])));
+            let _ = c.get(&(i / 2).to_be_bytes());
+            assert!(c.charged <= cap, "{} bytes", c.charged);
         }
+        assert!(c.rows.len() < 20_000, "evicting");
     }
 
     /// What the cache reports is about what its table and values take, and
@@ -660,7 +694,7 @@ mod tests {
     fn the_charge_is_what_the_table_and_the_values_take() {
         let cap = 4 << 20;
         for len in [8, 40, 200] {
-            let mut c = RowCache::new(cap, 0);
+            let mut c = RowCache::new(cap);
             let value = vec![7u8; len];
             for i in 0..200_000u32 {
                 c.insert(&i.to_be_bytes(), Some(inline::copy(&value)));
@@ -690,11 +724,11 @@ mod tests {
     }
 
     /// Pending writes are held past the budget; once landed, the table they
-    /// grew is given back at a turnover.
+    /// grew is given back as the hand comes round.
     #[test]
     fn a_table_grown_by_pending_writes_shrinks_once_they_land() {
         let cap = 256 * 1024;
-        let mut c = RowCache::new(cap, 0);
+        let mut c = RowCache::new(cap);
         let v = Some(Bytes::from_static(b"0123456789"));
         for i in 0..50_000u32 {
             let k = i.to_be_bytes();
@@ -721,38 +755,39 @@ mod tests {
 
     #[test]
     fn bytes_follow_replacements_removals_and_aging() {
-        let mut c = RowCache::new(64 * 1024, 0);
+        let mut c = RowCache::new(64 * 1024);
         let entry = |k: &[u8], v: usize| size(k, &Some(Held::new(Bytes::from(vec![0; v]))));
         c.insert(b"a", Some(Bytes::from(vec![0; 10])));
         c.insert(b"b", None);
-        assert_eq!(c.charged(), entry(b"a", 10) + size(b"b", &None));
+        assert_eq!(c.charged, entry(b"a", 10) + size(b"b", &None));
         c.insert(b"a", Some(Bytes::from(vec![0; 3])));
         c.remove(b"b");
         assert_eq!(
-            c.charged(),
+            c.charged,
             entry(b"a", 3),
             "a replaced value and a removed key leave"
         );
-        // Age "a" into the old generation, then use it: it comes back young
-        // and survives the next aging, while the filler of its generation
-        // goes.
+        // A row read between the hand's passes stays while the rows around
+        // it, read once, go; once no longer read, it goes too.
         let mut i = 0u32;
-        while c.young != 1 {
+        for _ in 0..5_000 {
             c.insert(&i.to_be_bytes(), Some(Bytes::from(vec![0; 100])));
-            i += 1;
-        }
-        assert!(c.get(b"a").is_some());
-        while c.young != 2 {
-            c.insert(&(i + 1_000_000).to_be_bytes(), None);
+            if i.is_multiple_of(50) {
+                assert!(c.get(b"a").is_some(), "after {i} rows");
+            }
             i += 1;
         }
         assert_eq!(c.get(b"a"), Some(Some(Bytes::from(vec![0; 3]))));
         assert_eq!(c.get(&0u32.to_be_bytes()), None);
+        while c.holds(c.hash(b"a"), b"a") {
+            c.insert(&i.to_be_bytes(), None);
+            i += 1;
+            assert!(i < 10_000, "a row no longer read stays");
+        }
         let held: usize = c.rows.iter().map(|(k, r)| size(k, &r.value)).sum();
         assert_eq!(
-            c.charged(),
-            held,
-            "the generations' bytes are what the table holds"
+            c.charged, held,
+            "the bytes charged are what the table holds"
         );
     }
 
@@ -760,7 +795,7 @@ mod tests {
     fn pending_writes_stay_until_their_run_lands() {
         // A small budget, no clean rows at all: pending writes are held anyway.
         for cap in [0, 4 * 1024] {
-            let mut c = RowCache::new(cap, 1024);
+            let mut c = RowCache::new(cap);
             let v = |s: &'static [u8]| Some(Bytes::from_static(s));
             let mut held = Vec::new();
             for (key, value, at) in [(&b"p"[..], v(b"1"), 0), (b"p", v(b"2"), 7), (b"q", None, 1)] {
@@ -800,14 +835,64 @@ mod tests {
             }
             assert_eq!(c.get(b"p"), None, "a landed write ages out like any row");
             let held: usize = c.rows.iter().map(|(k, r)| size(k, &r.value)).sum();
-            assert_eq!(c.charged(), held, "cap {cap}");
+            assert_eq!(c.charged, held, "cap {cap}");
         }
+    }
+
+    /// The bytes of pending writes are counted by run: a rewrite moves
+    /// them to its run, a failed run's requeue to the open one, a landed
+    /// run makes them clean. A cache full of pending writes keeps no read,
+    /// and once they land it is back within its budget.
+    #[test]
+    fn pending_bytes_are_counted_by_run() {
+        let cap = 8 * 1024;
+        let mut c = RowCache::new(cap);
+        let v = |n: usize| Some(Bytes::from(vec![1; n]));
+        let dirty_held = |c: &RowCache| -> usize {
+            c.rows
+                .iter()
+                .filter(|(_, r)| r.run > c.landed)
+                .map(|(k, r)| size(k, &r.value))
+                .sum()
+        };
+        for i in 0..100u32 {
+            let k = i.to_be_bytes();
+            c.write(c.hash(&k), &k, v(50), 1 + i % 3, |_, _, _| i);
+        }
+        assert!(c.charged > cap);
+        assert_eq!((c.dirty, dirty_held(&c)), (c.charged, c.charged));
+        // Rewritten by a later run, longer.
+        for i in 0..10u32 {
+            let k = i.to_be_bytes();
+            c.write(c.hash(&k), &k, v(300), 4, |_, _, _| i);
+        }
+        assert_eq!(c.dirty, dirty_held(&c));
+        // Run 2 failed: its rows join run 5.
+        for i in (10..100u32).filter(|i| i % 3 == 1) {
+            c.requeue(&i.to_be_bytes(), Some(&[1; 50]), 5, || i);
+        }
+        assert_eq!(c.dirty, dirty_held(&c));
+        c.insert(b"read", v(10));
+        assert!(!c.holds(c.hash(b"read"), b"read"), "no room for reads");
+        c.landed(1);
+        assert_eq!(c.dirty, dirty_held(&c));
+        assert!(c.dirty > cap, "runs 2 to 5 still pending");
+        assert!(c.rows.iter().all(|(_, r)| r.run > 1), "run 1's rows went");
+        c.landed(3);
+        assert_eq!(c.dirty, dirty_held(&c));
+        c.landed(5);
+        assert_eq!(c.dirty, 0);
+        assert!(c.charged <= cap, "{}", c.charged);
+        c.insert(b"read", v(10));
+        assert!(c.holds(c.hash(b"read"), b"read"));
+        let held: usize = c.rows.iter().map(|(k, r)| size(k, &r.value)).sum();
+        assert_eq!(c.charged, held);
     }
 
     #[test]
     fn records_written_once_are_the_first_rows_to_go() {
         use crate::storage::keys::ks;
-        let mut c = RowCache::new(64 * 1024, 0);
+        let mut c = RowCache::new(64 * 1024);
         let key = |space: u8| vec![0, 7, space, b'u'];
         let (record, book) = (key(ks::LIMIT_ORDER), key(ks::LIMIT_BOOK));
         for k in [&record, &book] {
@@ -831,7 +916,7 @@ mod tests {
             "the book, written with the record, outlives it"
         );
         let held: usize = c.rows.iter().map(|(k, r)| size(k, &r.value)).sum();
-        assert_eq!(c.charged(), held);
+        assert_eq!(c.charged, held);
     }
 
     #[test]
@@ -839,7 +924,7 @@ mod tests {
         // With no cache, a pending write's row outlives its run until aged
         // out; a value written to RocksDB directly after it must replace it.
         for cap in [0, 1600] {
-            let mut c = RowCache::new(cap, 1 << 20);
+            let mut c = RowCache::new(cap);
             c.write(
                 c.hash(b"k"),
                 b"k",
@@ -862,7 +947,7 @@ mod tests {
         let mut off = RowCache::default();
         off.insert(b"k", Some(Bytes::from_static(b"v")));
         assert_eq!(off.get(b"k"), None);
-        let mut c = RowCache::new(1600, 0);
+        let mut c = RowCache::new(1600);
         c.insert(b"k", Some(Bytes::from_static(b"v")));
         c.insert(b"k", Some(Bytes::from(vec![0; 500])));
         assert_eq!(

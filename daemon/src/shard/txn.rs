@@ -828,7 +828,7 @@ mod tests {
         let (batch, sync) = txn.into_commit().unwrap();
         storage.write(batch, sync).unwrap();
 
-        let mut rows = RowCache::new(1 << 20, 0);
+        let mut rows = RowCache::new(1 << 20);
         rows.insert(&k(b"pending"), Some(Bytes::from_static(b"newer")));
         let mut txn = Txn::new(&storage, 0).with_rows(rows);
         let reads = || storage.stats.reads.get();
@@ -868,7 +868,7 @@ mod tests {
 
         // The row cache holds a3 with a newer value than RocksDB's, as it
         // holds a pending write.
-        let mut rows = RowCache::new(1 << 20, 0);
+        let mut rows = RowCache::new(1 << 20);
         rows.insert(&k(b"a3"), Some(Bytes::from_static(b"newer")));
         let txn = Txn::new(&storage, 0).with_rows(rows);
         let expect = |key: &[u8]| txn.expect_read(&k(key), txn.row_hash(&k(key)).unwrap());

@@ -105,11 +105,13 @@ pub struct RowCache {
     max_rows: usize,
     /// What every row is charged ([`size`]), dirty ones included.
     charged: usize,
-    /// What the dirty rows are charged: the sum of `runs`.
+    /// What the dirty rows are charged, and how many there are: the sums
+    /// of `runs`.
     dirty: usize,
-    /// What the dirty rows of each run after `landed` are charged, the
-    /// next run's first.
-    runs: VecDeque<usize>,
+    dirty_rows: usize,
+    /// What the dirty rows of each run after `landed` are charged, and how
+    /// many there are, the next run's first.
+    runs: VecDeque<(usize, usize)>,
     /// The last run landed: rows of later runs are dirty.
     landed: u32,
     pub hits: u64,
@@ -262,7 +264,7 @@ impl RowCache {
     pub fn insert(&mut self, key: &[u8], value: Option<Bytes>) {
         let value = value.map(Held::new);
         let n = size(key, &value);
-        if n > self.cap / 16 || self.dirty >= self.cap {
+        if n > self.cap / 16 || !self.room_for_reads() {
             // Not cached (too big to be worth it, no cache at all, or
             // pending writes fill it): make sure no older copy lingers — a
             // landed pending write stays until evicted, even with no cache.
@@ -388,11 +390,12 @@ impl RowCache {
     /// it or an earlier run is clean.
     pub fn landed(&mut self, run: u32) {
         while self.landed < run {
-            let Some(bytes) = self.runs.pop_front() else {
+            let Some((bytes, rows)) = self.runs.pop_front() else {
                 self.landed = run;
                 break;
             };
             self.dirty -= bytes;
+            self.dirty_rows -= rows;
             self.landed += 1;
         }
         if self.charged > self.cap {
@@ -404,10 +407,12 @@ impl RowCache {
     fn dirty(&mut self, run: u32, n: usize) {
         let at = (run - self.landed - 1) as usize;
         if self.runs.len() <= at {
-            self.runs.resize(at + 1, 0);
+            self.runs.resize(at + 1, (0, 0));
         }
-        self.runs[at] += n;
+        self.runs[at].0 += n;
+        self.runs[at].1 += 1;
         self.dirty += n;
+        self.dirty_rows += 1;
     }
 
     /// A row of `n` bytes is no longer dirty in run `run` (which may have
@@ -415,8 +420,10 @@ impl RowCache {
     fn undirty(&mut self, run: u32, n: usize) {
         if run > self.landed {
             let at = (run - self.landed - 1) as usize;
-            self.runs[at] -= n;
+            self.runs[at].0 -= n;
+            self.runs[at].1 -= 1;
             self.dirty -= n;
+            self.dirty_rows -= 1;
         }
     }
 
@@ -435,6 +442,14 @@ impl RowCache {
         }
     }
 
+    /// Whether pending writes leave room for rows read: a read is not
+    /// cached once they hold 7/8 of the budget (of its bytes or its rows),
+    /// so that the hand never looks for the few clean rows among many
+    /// dirty ones for each row it drops.
+    fn room_for_reads(&self) -> bool {
+        self.dirty < self.cap / 8 * 7 && self.dirty_rows < self.max_rows / 8 * 7
+    }
+
     /// While the cache is past its budget and holds clean rows: move the
     /// hand on, taking a read off each clean row it passes and dropping
     /// those with none left. Dirty rows are passed by. A row is passed at
@@ -442,7 +457,9 @@ impl RowCache {
     /// many turns of the table; each row dropped costs about three buckets
     /// looked at (bench/results/NOTES.md).
     fn evict(&mut self) {
-        if self.charged <= self.cap && self.rows.len() <= self.max_rows {
+        if (self.charged <= self.cap && self.rows.len() <= self.max_rows)
+            || self.rows.len() == self.dirty_rows
+        {
             return;
         }
         self.max_rows = self.max_rows();
@@ -453,7 +470,7 @@ impl RowCache {
         // cache of dirty rows only would keep the hand turning.)
         let mut steps = (usize::from(MAX_USES) + 2) * buckets;
         while (self.charged > self.cap || self.rows.len() > self.max_rows)
-            && self.charged > self.dirty
+            && self.rows.len() > self.dirty_rows
             && steps > 0
         {
             steps -= 1;
@@ -526,7 +543,7 @@ impl RowCache {
     /// Forget every clean row (pending writes stay).
     pub fn clear(&mut self) {
         let landed = self.landed;
-        if self.dirty == 0 {
+        if self.dirty_rows == 0 {
             self.rows.clear();
         } else {
             self.rows.retain(|(_, row)| row.run > landed);
@@ -861,6 +878,7 @@ mod tests {
         }
         assert!(c.charged > cap);
         assert_eq!((c.dirty, dirty_held(&c)), (c.charged, c.charged));
+        assert_eq!(c.dirty_rows, c.rows.len());
         // Rewritten by a later run, longer.
         for i in 0..10u32 {
             let k = i.to_be_bytes();
@@ -881,7 +899,7 @@ mod tests {
         c.landed(3);
         assert_eq!(c.dirty, dirty_held(&c));
         c.landed(5);
-        assert_eq!(c.dirty, 0);
+        assert_eq!((c.dirty, c.dirty_rows), (0, 0));
         assert!(c.charged <= cap, "{}", c.charged);
         c.insert(b"read", v(10));
         assert!(c.holds(c.hash(b"read"), b"read"));

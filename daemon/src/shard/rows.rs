@@ -30,9 +30,9 @@
 //! per-entry links (a new row lands wherever its hash puts it, so it may
 //! be passed soon: that, as S3-FIFO's small queue, lets a link clicked once
 //! go before the popular ones). It replaced two generations that aged as
-//! one and turned over when full, holding 1/5 to 4/5 of the budget: with
-//! less memory, links-resolve's reads miss 30.8 % of the time instead of
-//! 35.5 % at 10M links, and 15.1 % instead of 19.8 % at 1M
+//! one and turned over when full, holding 1/5 to 4/5 of the budget: within
+//! the same budget, links-resolve's reads miss 30.8 % of the time instead
+//! of 35.5 % at 10M links, and 15.1 % instead of 19.8 % at 1M
 //! (bench/results/NOTES.md).
 //! One table holds every row, so a lookup, an insert or a hit is one probe
 //! (two tables cost two on each insert and each miss: bench/results/NOTES.md).
